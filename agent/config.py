@@ -1,0 +1,56 @@
+"""The agent's settings: ``/etc/allot/agent.toml``, ``ALLOT_AGENT_*``, then flags."""
+
+from __future__ import annotations
+
+import socket
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from shared.cpuset import CpuSet, CpuSetError
+from shared.protocol import DEFAULT_MAX_FRAME_BYTES
+
+ENV_PREFIX = "ALLOT_AGENT_"
+
+
+class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
+    server: Annotated[str, Meta(description="the coordinator's base URL")] = "http://127.0.0.1:7600"
+    join_token: Annotated[str, Meta(description="the coordinator's join token")] = ""
+    node_name: Annotated[str, Meta(description="this node's name (default: the hostname)")] = ""
+    sysfs_root: Annotated[str, Meta(description="filesystem root holding sys/ to read")] = "/"
+    reserved_cpus: Annotated[
+        str, Meta(description="CPUs kept for the system, never offered, e.g. '0-1'")
+    ] = ""
+    backoff_initial_seconds: Annotated[
+        float, Meta(gt=0, description="first reconnect delay bound")
+    ] = 0.5
+    backoff_max_seconds: Annotated[float, Meta(gt=0, description="largest reconnect delay")] = 30.0
+    max_frame_bytes: Annotated[
+        int, Meta(ge=4096, description="largest websocket frame accepted from the coordinator")
+    ] = DEFAULT_MAX_FRAME_BYTES
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    def __post_init__(self) -> None:
+        if not self.server.startswith(("http://", "https://")):
+            raise ValueError(f"server {self.server!r} must be an http:// or https:// URL")
+        try:
+            CpuSet.parse(self.reserved_cpus)
+        except CpuSetError as error:
+            raise ValueError(f"reserved_cpus: {error}") from None
+        if self.backoff_initial_seconds > self.backoff_max_seconds:
+            raise ValueError("backoff_initial_seconds must not exceed backoff_max_seconds")
+
+    @property
+    def name(self) -> str:
+        return self.node_name or socket.gethostname()
+
+    @property
+    def reserved(self) -> CpuSet:
+        return CpuSet.parse(self.reserved_cpus)
+
+    @property
+    def agent_url(self) -> str:
+        """The websocket URL of the coordinator's agent socket."""
+        base = self.server.rstrip("/")
+        return "ws" + base.removeprefix("http") + "/v1/agent"

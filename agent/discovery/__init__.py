@@ -1,0 +1,1 @@
+"""Hardware discovery: CPU topology and NUMA from sysfs (psutil as fallback), GPUs from NVML."""

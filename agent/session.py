@@ -1,0 +1,193 @@
+"""The agent's link to the coordinator: connect, hello, welcome, heartbeats, reconnect.
+
+    run_link(config, inventory)    # until cancelled
+
+One attempt opens the websocket with the join token, sends ``hello`` with the inventory
+and waits for ``welcome``, which says how long the node's lease is and how often to
+send heartbeats. The session then lasts until the socket closes or nothing at all (not
+even a pong to the agent's websocket pings) has arrived for a lease length. After any
+failure the next attempt waits a capped, fully jittered exponential backoff; a
+welcome resets it. State changes are logged once; a failure repeated with the same
+reason is logged at debug so a long outage does not flood the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import aiohttp
+
+from agent.backoff import Backoff
+from agent.config import AgentConfig
+from shared.inventory import Inventory
+from shared.logs import get_logger
+from shared.protocol import (
+    PROTOCOL_VERSION,
+    SUBPROTOCOL,
+    Desired,
+    Error,
+    Heartbeat,
+    Hello,
+    ProtocolError,
+    Welcome,
+    decode_from_coordinator,
+    encode,
+)
+from shared.sdnotify import notify
+
+log = get_logger("allot.agent")
+
+AGENT_VERSION = "0.1.0"
+WELCOME_TIMEOUT_SECONDS = 10.0
+
+
+class Refused(Exception):
+    """The coordinator turned this agent away (token, protocol version, node name)."""
+
+
+async def run_link(config: AgentConfig, inventory: Inventory) -> None:
+    """Keep this node registered with the coordinator until cancelled."""
+    backoff = Backoff(initial=config.backoff_initial_seconds, cap=config.backoff_max_seconds)
+    last_failure = ""
+    log.info("connecting to coordinator", url=config.agent_url, node=config.name)
+    async with aiohttp.ClientSession() as http:
+        while True:
+            failure = ""
+            try:
+                ended = await _session(http, config, inventory, backoff)
+            except Refused as error:
+                failure = f"refused: {error}"
+                report = log.error
+            except (aiohttp.ClientError, OSError, TimeoutError, ProtocolError) as error:
+                failure = _describe(error)
+                report = log.warning
+            else:
+                log.warning("disconnected from coordinator", reason=ended)
+                notify(f"STATUS=disconnected ({ended}); reconnecting")
+            delay = backoff.next_delay()
+            if failure and failure != last_failure:
+                report(
+                    "cannot register with coordinator", reason=failure, retry_in_s=round(delay, 1)
+                )
+                notify(f"STATUS=cannot register: {failure}")
+            elif failure:
+                log.debug("still cannot register", reason=failure, retry_in_s=round(delay, 1))
+            last_failure = failure
+            await asyncio.sleep(delay)
+
+
+async def _session(
+    http: aiohttp.ClientSession, config: AgentConfig, inventory: Inventory, backoff: Backoff
+) -> str:
+    """One connection: returns why a registered session ended; raises if none began."""
+    try:
+        ws = await http.ws_connect(
+            config.agent_url,
+            protocols=(SUBPROTOCOL,),
+            headers={"Authorization": f"Bearer {config.join_token}"},
+            max_msg_size=config.max_frame_bytes,
+        )
+    except aiohttp.WSServerHandshakeError as error:
+        if error.status == 401:
+            raise Refused("the coordinator does not accept this join token (401)") from error
+        raise
+    async with ws:
+        hello = Hello(
+            node=config.name,
+            token=config.join_token,
+            protocol=PROTOCOL_VERSION,
+            inventory=inventory,
+            agent_version=AGENT_VERSION,
+        )
+        await ws.send_bytes(encode(hello))
+        welcome = await _await_welcome(ws, config)
+        retries = backoff.attempts
+        backoff.reset()
+        log.info(
+            "registered with coordinator",
+            node=welcome.node,
+            url=config.agent_url,
+            lease_s=welcome.lease_seconds,
+            heartbeat_s=welcome.heartbeat_seconds,
+            retries=retries,
+        )
+        notify("READY=1", f"STATUS=registered with {config.server} as {welcome.node}")
+        beating = asyncio.create_task(_heartbeats(ws, welcome.heartbeat_seconds))
+        try:
+            return await _follow(ws, config, welcome)
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+
+async def _await_welcome(ws: aiohttp.ClientWebSocketResponse, config: AgentConfig) -> Welcome:
+    async with asyncio.timeout(WELCOME_TIMEOUT_SECONDS):
+        message = await ws.receive()
+    if message.type != aiohttp.WSMsgType.BINARY:
+        raise ConnectionError(f"the coordinator closed the socket before welcome ({ws.close_code})")
+    frame = decode_from_coordinator(message.data, max_bytes=config.max_frame_bytes)
+    if isinstance(frame, Error):
+        raise Refused(f"{frame.message} ({frame.code})")
+    if not isinstance(frame, Welcome):
+        raise ProtocolError("invalid_frame", f"expected welcome, got {type(frame).__name__}")
+    return frame
+
+
+async def _follow(
+    ws: aiohttp.ClientWebSocketResponse, config: AgentConfig, welcome: Welcome
+) -> str:
+    """Read the coordinator's frames until the session ends; returns why it ended."""
+    last_error = ""
+    while True:
+        try:
+            message = await ws.receive(timeout=welcome.lease_seconds)
+        except TimeoutError:
+            return f"nothing heard from the coordinator for {welcome.lease_seconds:g}s"
+        if message.type != aiohttp.WSMsgType.BINARY:
+            detail = f": {last_error}" if last_error else ""
+            return f"socket closed with code {ws.close_code}{detail}"
+        try:
+            frame = decode_from_coordinator(message.data, max_bytes=config.max_frame_bytes)
+        except ProtocolError as error:
+            log.warning("coordinator frame refused", code=error.code, reason=error.message)
+            await ws.send_bytes(encode(Error(code=error.code, message=error.message)))
+            if error.code != "unknown_type":
+                return f"invalid frame from the coordinator: {error.message}"
+            continue
+        if isinstance(frame, Error):
+            last_error = f"{frame.message} ({frame.code})"
+            log.warning("coordinator reported an error", code=frame.code, reason=frame.message)
+        elif isinstance(frame, Desired):
+            # Enforcing the desired state on Docker is the agent runtime's job (a later
+            # issue); until then the agent only acknowledges that it heard it.
+            log.info(
+                "desired state received",
+                revision=frame.revision,
+                full=frame.full,
+                containers=len(frame.containers),
+            )
+        else:
+            log.debug("repeated welcome ignored")
+
+
+async def _heartbeats(ws: aiohttp.ClientWebSocketResponse, interval: float) -> None:
+    """A heartbeat frame renews the node's lease; the websocket ping beside it is
+    answered with a pong, which is how the agent hears that the coordinator is alive
+    (the coordinator sends nothing else while all is well)."""
+    with contextlib.suppress(ConnectionError):
+        while not ws.closed:
+            await ws.send_bytes(encode(Heartbeat()))
+            await ws.ping()
+            await asyncio.sleep(interval)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, aiohttp.WSServerHandshakeError):
+        return f"the coordinator answered the upgrade with HTTP {error.status} {error.message}"
+    if isinstance(error, TimeoutError):
+        return "no welcome in time"
+    if isinstance(error, ProtocolError):
+        return f"invalid frame from the coordinator: {error.message}"
+    return str(error) or type(error).__name__

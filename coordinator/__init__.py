@@ -1,0 +1,1 @@
+"""The coordinator: pure engines plus the service around them (HTTP API, agent hub, store)."""

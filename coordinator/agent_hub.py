@@ -1,0 +1,211 @@
+"""The agent websocket ``/v1/agent``: one session per connected agent.
+
+A session: the join token is checked before the upgrade (401 otherwise); the first
+frame must be ``hello`` within ``hello_timeout_seconds``; the node is registered and
+persisted, then answered with ``welcome``; afterwards ``heartbeat`` renews the node's
+lease and ``status`` updates its health. A newer session for the same node replaces
+the older one. When a lease expires the node is marked lost and its socket, if one is
+still open, is closed, so a node always comes back through a fresh ``hello``.
+
+Close codes: 1007 malformed frame, 1003 text frame, 1008 refused (token, protocol
+version, node name, no hello), 1009 frame too large (aiohttp), 1001 coordinator going
+away, 4000 replaced by a newer session, 4001 lease expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from coordinator.auth import bearer_token, token_matches
+from coordinator.config import CoordinatorConfig
+from coordinator.errors import ApiError, Unauthorized
+from coordinator.metrics import Metrics
+from coordinator.nodes import node_name_problem
+from coordinator.registry import NodeRegistry
+from shared.logs import get_logger
+from shared.protocol import (
+    PROTOCOL_VERSION,
+    SUBPROTOCOL,
+    AgentFrame,
+    Error,
+    Heartbeat,
+    Hello,
+    ProtocolError,
+    Status,
+    Welcome,
+    decode_from_agent,
+    encode,
+)
+
+log = get_logger("allot.coordinator.agents")
+
+CLOSE_REPLACED = 4000
+CLOSE_LEASE_EXPIRED = 4001
+
+
+class AgentHub:
+    def __init__(self, registry: NodeRegistry, config: CoordinatorConfig, metrics: Metrics):
+        self._registry = registry
+        self._config = config
+        self._metrics = metrics
+        self._sessions: dict[str, web.WebSocketResponse] = {}
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if not token_matches(bearer_token(request), (self._config.join_token,)):
+            raise Unauthorized("missing or invalid join token (send 'Authorization: Bearer ...')")
+        offered = request.headers.get("Sec-WebSocket-Protocol", "")
+        if SUBPROTOCOL not in (p.strip() for p in offered.split(",")):
+            raise ApiError(
+                f"the agent socket speaks websocket subprotocol {SUBPROTOCOL!r}; offer it",
+                details={"offered": offered},
+            )
+        ws = web.WebSocketResponse(
+            protocols=(SUBPROTOCOL,),
+            max_msg_size=self._config.max_frame_bytes,
+            heartbeat=self._config.heartbeat_seconds,
+        )
+        await ws.prepare(request)
+        self._metrics.agent_connections.inc()
+        try:
+            await self._serve(ws, request.remote or "")
+        finally:
+            self._metrics.agent_connections.dec()
+            await ws.close()
+        return ws
+
+    async def watch_leases(self) -> None:
+        """Mark nodes lost as their leases end, until cancelled."""
+        tick = min(1.0, max(0.05, self._registry.lease_seconds / 10))
+        while True:
+            await asyncio.sleep(tick)
+            try:
+                lost = await self._registry.expire_leases()
+            except Exception:  # not persisted: the registry keeps those nodes due
+                log.exception("marking expired nodes lost failed; retrying")
+                continue
+            for record in lost:
+                ws = self._sessions.pop(record.name, None)
+                if ws is not None:
+                    await ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
+
+    async def close_all(self) -> None:
+        sessions, self._sessions = self._sessions, {}
+        for ws in sessions.values():
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
+
+    async def _serve(self, ws: web.WebSocketResponse, address: str) -> None:
+        hello = await self._await_hello(ws, address)
+        if hello is None:
+            return
+        name = hello.node
+        record = await self._registry.hello(
+            name, inventory=hello.inventory, address=address, agent_version=hello.agent_version
+        )
+        older = self._sessions.get(name)
+        self._sessions[name] = ws
+        if older is not None:
+            log.warning("agent session replaced", node=name, address=address)
+            await older.close(code=CLOSE_REPLACED, message=b"replaced by a newer session")
+        await ws.send_bytes(
+            encode(
+                Welcome(
+                    node=name,
+                    lease_seconds=self._config.lease_seconds,
+                    heartbeat_seconds=self._config.heartbeat_seconds,
+                )
+            )
+        )
+        log.info("agent connected", node=name, address=address, state=record.state)
+        try:
+            while (frame := await self._receive(ws, name)) is not None:
+                await self._dispatch(name, frame)
+        finally:
+            if self._sessions.get(name) is ws:
+                del self._sessions[name]
+        log.info("agent disconnected", node=name, address=address, code=ws.close_code)
+
+    async def _await_hello(self, ws: web.WebSocketResponse, address: str) -> Hello | None:
+        try:
+            async with asyncio.timeout(self._config.hello_timeout_seconds):
+                frame = await self._receive(ws, None)
+        except TimeoutError:
+            await self._refuse(ws, "no_hello", "no hello frame in time", address)
+            return None
+        if frame is None:
+            return None
+        if not isinstance(frame, Hello):
+            await self._refuse(ws, "expected_hello", "the first frame must be hello", address)
+            return None
+        if frame.protocol != PROTOCOL_VERSION:
+            message = f"agent speaks protocol {frame.protocol}, coordinator {PROTOCOL_VERSION}"
+            await self._refuse(ws, "protocol_version", message, address)
+            return None
+        if not token_matches(frame.token, (self._config.join_token,)):
+            await self._refuse(
+                ws, "unauthorized", "the hello carries an invalid join token", address
+            )
+            return None
+        problem = node_name_problem(frame.node)
+        if problem is not None:
+            await self._refuse(ws, "invalid_node_name", problem, address)
+            return None
+        return frame
+
+    async def _receive(self, ws: web.WebSocketResponse, name: str | None) -> AgentFrame | None:
+        """The next frame to act on, or None once the session is over.
+
+        An unknown frame type is answered with an error and skipped (a newer agent may
+        send one); anything else that cannot be decoded ends the session with a reason.
+        """
+        while True:
+            message = await ws.receive()
+            if message.type == WSMsgType.BINARY:
+                try:
+                    frame = decode_from_agent(message.data, max_bytes=self._config.max_frame_bytes)
+                except ProtocolError as error:
+                    self._metrics.protocol_errors.labels(code=error.code).inc()
+                    log.warning("agent frame refused", node=name, code=error.code, reason=error)
+                    await _send_error(ws, error.code, error.message)
+                    if error.code == "unknown_type":
+                        continue
+                    await ws.close(code=WSCloseCode.INVALID_TEXT, message=error.code.encode())
+                    return None
+                self._metrics.agent_frames.labels(type=type(frame).__name__.lower()).inc()
+                return frame
+            if message.type == WSMsgType.TEXT:
+                self._metrics.protocol_errors.labels(code="text_frame").inc()
+                await _send_error(ws, "text_frame", "binary MessagePack frames only")
+                await ws.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"text_frame")
+                return None
+            if message.type == WSMsgType.ERROR:
+                self._metrics.protocol_errors.labels(code="socket_error").inc()
+                log.warning("agent socket error", node=name, reason=message.data)
+            return None  # closing, closed or failed
+
+    async def _dispatch(self, name: str, frame: AgentFrame) -> None:
+        if isinstance(frame, Heartbeat):
+            self._registry.heartbeat(name)
+        elif isinstance(frame, Status):
+            self._registry.heartbeat(name)
+            await self._registry.report_problems(name, frame.problems)
+        elif isinstance(frame, Error):
+            log.warning("agent reported an error", node=name, code=frame.code, reason=frame.message)
+        else:
+            log.warning("agent said hello twice; ignored", node=name)
+
+    async def _refuse(
+        self, ws: web.WebSocketResponse, code: str, message: str, address: str
+    ) -> None:
+        self._metrics.protocol_errors.labels(code=code).inc()
+        log.warning("agent refused", address=address, code=code, reason=message)
+        await _send_error(ws, code, message)
+        await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=code.encode())
+
+
+async def _send_error(ws: web.WebSocketResponse, code: str, message: str) -> None:
+    """Tell the agent why, if it is still there to hear it."""
+    with contextlib.suppress(ConnectionError):
+        await ws.send_bytes(encode(Error(code=code, message=message)))

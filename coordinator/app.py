@@ -1,0 +1,79 @@
+"""The coordinator's aiohttp application: routes, middlewares and long-lived resources.
+
+Each resource is one ``cleanup_ctx`` generator (set up, yield, tear down), so they open
+in order (store, registry, agent hub) and close in reverse. The application holds no
+sockets; ``coordinator.main`` binds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from coordinator.agent_hub import AgentHub
+from coordinator.api import add_routes
+from coordinator.auth import AGENT_PATH, api_tokens_middleware
+from coordinator.config import CoordinatorConfig
+from coordinator.errors import json_errors
+from coordinator.keys import CONFIG, HUB, METRICS, REGISTRY, STORE
+from coordinator.metrics import Metrics
+from coordinator.registry import NodeRegistry
+from coordinator.store.sqlite import SqliteStore
+from shared.logs import get_logger
+
+log = get_logger("allot.coordinator")
+
+MAX_REQUEST_BYTES = 1024 * 1024
+
+
+def make_app(config: CoordinatorConfig) -> web.Application:
+    app = web.Application(
+        middlewares=[json_errors, api_tokens_middleware(config.api_tokens)],
+        client_max_size=MAX_REQUEST_BYTES,
+    )
+    app[CONFIG] = config
+    app[METRICS] = Metrics()
+    app.cleanup_ctx.append(_store)
+    app.cleanup_ctx.append(_registry)
+    app.cleanup_ctx.append(_agent_hub)
+    app.on_shutdown.append(_close_agent_sessions)
+    add_routes(app)
+    app.router.add_get(AGENT_PATH, _agent_socket)
+    return app
+
+
+async def _agent_socket(request: web.Request) -> web.StreamResponse:
+    return await request.app[HUB].handle(request)
+
+
+async def _close_agent_sessions(app: web.Application) -> None:
+    # on_shutdown runs before the server waits for open connections to finish, and
+    # agent sockets never finish by themselves.
+    await app[HUB].close_all()
+
+
+async def _store(app: web.Application) -> AsyncIterator[None]:
+    path = app[CONFIG].store_path
+    store = await SqliteStore.open(path)
+    log.info("store opened", path=path, revision=store.revision)
+    app[STORE] = store
+    yield
+    await store.close()
+
+
+async def _registry(app: web.Application) -> AsyncIterator[None]:
+    app[REGISTRY] = await NodeRegistry.load(app[STORE], lease_seconds=app[CONFIG].lease_seconds)
+    yield
+
+
+async def _agent_hub(app: web.Application) -> AsyncIterator[None]:
+    hub = AgentHub(app[REGISTRY], app[CONFIG], app[METRICS])
+    app[HUB] = hub
+    watcher = asyncio.create_task(hub.watch_leases())
+    yield
+    watcher.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher

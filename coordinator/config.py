@@ -1,0 +1,58 @@
+"""The coordinator's settings: ``/etc/allot/coordinator.toml``, ``ALLOT_COORDINATOR_*``,
+then flags (see ``shared.config``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from shared.protocol import DEFAULT_MAX_FRAME_BYTES
+
+ENV_PREFIX = "ALLOT_COORDINATOR_"
+MIN_TOKEN_LENGTH = 16
+
+
+class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
+    host: Annotated[str, Meta(description="address to listen on")] = "127.0.0.1"
+    port: Annotated[int, Meta(ge=0, le=65535, description="TCP port (0: any free port)")] = 7600
+    data_dir: Annotated[str, Meta(description="where the SQLite store lives")] = "/var/lib/allot"
+    join_token: Annotated[str, Meta(description="secret agents present to join")] = ""
+    api_tokens: Annotated[
+        list[str], Meta(description="secrets API clients present (comma-separated)")
+    ] = []
+    lease_seconds: Annotated[
+        float, Meta(gt=0, description="a node is lost after this long without a heartbeat")
+    ] = 15.0
+    heartbeat_seconds: Annotated[
+        float, Meta(gt=0, description="how often agents send a heartbeat")
+    ] = 5.0
+    hello_timeout_seconds: Annotated[
+        float, Meta(gt=0, description="how long a new agent connection may take to say hello")
+    ] = 10.0
+    max_frame_bytes: Annotated[
+        int, Meta(ge=4096, description="largest websocket frame accepted from an agent")
+    ] = DEFAULT_MAX_FRAME_BYTES
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    def __post_init__(self) -> None:
+        if len(self.join_token) < MIN_TOKEN_LENGTH:
+            raise ValueError(f"join_token must be set, at least {MIN_TOKEN_LENGTH} characters")
+        if not self.api_tokens:
+            raise ValueError("api_tokens must name at least one token")
+        short = [i for i, token in enumerate(self.api_tokens) if len(token) < MIN_TOKEN_LENGTH]
+        if short:
+            raise ValueError(
+                f"api_tokens at positions {short} are shorter than {MIN_TOKEN_LENGTH} characters"
+            )
+        if self.heartbeat_seconds >= self.lease_seconds:
+            raise ValueError(
+                f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be shorter than"
+                f" lease_seconds ({self.lease_seconds:g})"
+            )
+
+    @property
+    def store_path(self) -> Path:
+        return Path(self.data_dir) / "allot.db"

@@ -1,0 +1,1 @@
+"""``allotctl``: the operator's command line for the coordinator's HTTP API."""

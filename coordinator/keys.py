@@ -1,0 +1,17 @@
+"""Typed keys for what the application holds (``app[REGISTRY]``)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from coordinator.agent_hub import AgentHub
+from coordinator.config import CoordinatorConfig
+from coordinator.metrics import Metrics
+from coordinator.registry import NodeRegistry
+from coordinator.store import Store
+
+CONFIG = web.AppKey("config", CoordinatorConfig)
+METRICS = web.AppKey("metrics", Metrics)
+STORE = web.AppKey("store", Store)
+REGISTRY = web.AppKey("registry", NodeRegistry)
+HUB = web.AppKey("hub", AgentHub)

@@ -1,0 +1,140 @@
+"""Configuration from a TOML file, then the environment, then command-line flags.
+
+A program's settings are one msgspec struct whose fields carry their type, bounds and
+description (``Annotated[int, Meta(ge=1, description=...)]``). Each later source
+overrides the earlier ones:
+
+    parser = argparse.ArgumentParser()
+    add_flags(parser, AgentConfig)                      # --server, --reserved-cpus, ...
+    args = parser.parse_args()
+    config = load(AgentConfig, file=args.config, environ=os.environ,
+                  env_prefix="ALLOT_AGENT_", flags=flag_values(args, AgentConfig))
+
+An unknown key in the file, an unknown ``ALLOT_AGENT_*`` variable or a value of the
+wrong type raises ``ConfigError`` naming the source and the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+C = TypeVar("C", bound=msgspec.Struct)
+
+
+class ConfigError(Exception):
+    """A setting that cannot be taken; the message names where it came from."""
+
+
+def load(
+    spec: type[C],
+    *,
+    file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    env_prefix: str = "",
+    flags: Mapping[str, object] | None = None,
+) -> C:
+    fields = _field_types(spec)
+    merged: dict[str, object] = {}
+    source: dict[str, str] = {}
+
+    def take(values: Mapping[str, object], origin: str, name_of: dict[str, str]) -> None:
+        for key, value in values.items():
+            if key not in fields:
+                known = ", ".join(sorted(fields))
+                raise ConfigError(f"{origin}: unknown setting {name_of[key]!r} (known: {known})")
+            merged[key] = value
+            source[key] = f"{origin} {name_of[key]}"
+
+    if file is not None:
+        table = _read_toml(file)
+        take(table, f"config file {file}:", {k: k for k in table})
+    if environ and env_prefix:
+        from_env = {
+            var[len(env_prefix) :].lower(): var for var in environ if var.startswith(env_prefix)
+        }
+        values = {
+            key: _split_if_list(fields.get(key), environ[var]) for key, var in from_env.items()
+        }
+        take(values, "environment variable", from_env)
+    if flags:
+        flag_values_ = {k: _split_if_list(fields[k], v) for k, v in flags.items()}
+        take(flag_values_, "flag", {k: "--" + k.replace("_", "-") for k in flags})
+    try:
+        return msgspec.convert(merged, spec, strict=False)
+    except msgspec.ValidationError as error:
+        raise ConfigError(_explain(str(error), source)) from error
+
+
+def add_flags(parser: argparse.ArgumentParser, spec: type[msgspec.Struct]) -> None:
+    """One ``--kebab-case`` flag per setting; only flags given on the line override."""
+    for name, info in _field_types(spec).items():
+        flag = "--" + name.replace("_", "-")
+        help_text = _description(info)
+        if isinstance(_unwrap(info), msgspec.inspect.BoolType):
+            parser.add_argument(
+                flag,
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=help_text,
+            )
+        else:
+            parser.add_argument(flag, dest=name, default=argparse.SUPPRESS, help=help_text)
+
+
+def flag_values(args: argparse.Namespace, spec: type[msgspec.Struct]) -> dict[str, object]:
+    names = _field_types(spec).keys()
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
+def _field_types(spec: type[msgspec.Struct]) -> dict[str, msgspec.inspect.Type]:
+    info = msgspec.inspect.type_info(spec)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return {field.name: field.type for field in info.fields}
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        with file.open("rb") as handle:
+            return tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {file}: {error.strerror}") from error
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config file {file} is not valid TOML: {error}") from error
+
+
+def _split_if_list(info: msgspec.inspect.Type | None, value: object) -> object:
+    """Environment variables and flags write a list as comma-separated text."""
+    if (
+        info is not None
+        and isinstance(value, str)
+        and isinstance(_unwrap(info), msgspec.inspect.ListType)
+    ):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def _explain(message: str, source: Mapping[str, str]) -> str:
+    # msgspec ends its messages with "- at `$.key`"; name the source of that key instead.
+    head, _, path = message.rpartition(" - at `$.")
+    if head and path.endswith("`"):
+        key = path[:-1].split(".")[0].split("[")[0]
+        return f"{source.get(key, key)}: {head}"
+    return message
+
+
+def _unwrap(info: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    return info.type if isinstance(info, msgspec.inspect.Metadata) else info
+
+
+def _description(info: msgspec.inspect.Type) -> str | None:
+    if isinstance(info, msgspec.inspect.Metadata) and info.extra_json_schema:
+        description = info.extra_json_schema.get("description")
+        return str(description) if description is not None else None
+    return None

@@ -1,0 +1,144 @@
+"""Exact parsing of the quantities users write: CPU, memory, GPU memory and counts.
+
+    parse_cpu("1.7")          == 170          # pieces, share_base 100 per core
+    parse_cpu("500m")         == 50
+    parse_memory("512Mi")     == 536870912    # bytes
+    parse_memory("1.5K")      == 1500
+    parse_gpu_memory(16)      == 16           # GB
+    parse_count("nvidia.com/gpu", "2") == 2
+
+Every parser returns an exact integer in its unit or raises ``QuantityError`` naming
+the field and the value. Nothing is ever truncated or rounded: a value finer than the
+unit ("0.001" of a core with share_base 100, "0.5" bytes) is refused, as is anything
+negative, non-finite, boolean or malformed.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+
+DEFAULT_SHARE_BASE = 100
+
+_DECIMAL = re.compile(r"(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)")
+_MEMORY_SUFFIXES = {
+    "": 1,
+    "K": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+_CPU_SUFFIXES = {"": Fraction(1), "m": Fraction(1, 1000)}
+
+Number = int | float | str | Decimal
+
+
+class QuantityError(ValueError):
+    """A quantity that cannot be taken exactly; the message names the field and value."""
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        super().__init__(f"{field}: {value!r} {reason}")
+        self.field = field
+        self.value = value
+        self.reason = reason
+
+
+def parse_cpu(value: Number, *, field: str = "cpu", share_base: int = DEFAULT_SHARE_BASE) -> int:
+    """Cores ("1.7", 2, "500m") as integer pieces: ``cores * share_base``, exactly."""
+    if share_base < 1:
+        raise ValueError(f"share_base must be at least 1, got {share_base}")
+    cores = _scaled(field, value, _CPU_SUFFIXES, "cores, like '1.7', '2' or '500m'")
+    return _whole(field, value, cores * share_base, f"is finer than 1/{share_base} of a core")
+
+
+def parse_memory(value: Number, *, field: str = "memory") -> int:
+    """Bytes: an integer, or a number with K M G T (powers of 1000) or Ki Mi Gi Ti
+    (powers of 1024) that comes to whole bytes ("512Mi", "1.5K")."""
+    suffixes = {k: Fraction(v) for k, v in _MEMORY_SUFFIXES.items()}
+    amount = _scaled(field, value, suffixes, "bytes, like '536870912', '512Mi' or '2G'")
+    return _whole(field, value, amount, "is not a whole number of bytes")
+
+
+def parse_gpu_memory(value: Number, *, field: str = "gpu-memory") -> int:
+    """GPU memory in whole GB, written without a suffix (16, "16")."""
+    return parse_count(field, value, unit="GB")
+
+
+def parse_count(field: str, value: Number, *, unit: str = "") -> int:
+    """A whole, non-negative number of devices or units, without a suffix."""
+    described = f"a whole number of {unit}" if unit else "a whole number"
+    amount = _scaled(field, value, {"": Fraction(1)}, described)
+    return _whole(field, value, amount, f"is not {described}")
+
+
+def format_cpu(pieces: int, *, share_base: int = DEFAULT_SHARE_BASE) -> str:
+    """Pieces as cores, the shortest exact decimal: 170 -> "1.7", 200 -> "2"."""
+    whole, rest = divmod(pieces, share_base)
+    if rest == 0:
+        return str(whole)
+    # share_base need not be a power of ten, so print the exact fraction as a decimal
+    # only when it has one; otherwise the exact "p/q" form.
+    exact = Fraction(pieces, share_base)
+    decimal = Decimal(exact.numerator) / Decimal(exact.denominator)
+    if Fraction(decimal) == exact:
+        return format(decimal.normalize(), "f")
+    return f"{exact.numerator}/{exact.denominator}"
+
+
+def format_memory(amount: int) -> str:
+    """Bytes in the largest binary unit that divides them exactly ("512Mi", "1536")."""
+    for suffix in ("Ti", "Gi", "Mi", "Ki"):
+        unit = _MEMORY_SUFFIXES[suffix]
+        if amount and amount % unit == 0:
+            return f"{amount // unit}{suffix}"
+    return str(amount)
+
+
+def format_memory_approx(amount: int) -> str:
+    """Bytes for a human to read, one decimal in the largest fitting binary unit ("3.9Gi")."""
+    for suffix in ("Ti", "Gi", "Mi", "Ki"):
+        unit = _MEMORY_SUFFIXES[suffix]
+        if amount >= unit:
+            return f"{amount / unit:.1f}{suffix}"
+    return str(amount)
+
+
+def _scaled(field: str, value: Number, suffixes: dict[str, Fraction], expected: str) -> Fraction:
+    """The exact decimal a value stands for, its suffix applied; refuses anything else."""
+    if isinstance(value, bool):
+        raise QuantityError(field, value, f"is a boolean, expected {expected}")
+    if isinstance(value, int | Decimal | float):
+        number = _exact(field, value)
+        if number < 0:
+            raise QuantityError(field, value, "is negative")
+        return number
+    if not isinstance(value, str):
+        raise QuantityError(field, value, f"has type {type(value).__name__}, expected {expected}")
+    match = _DECIMAL.fullmatch(value)
+    if match is None or match.group(2) not in suffixes:
+        reason = "is negative" if value.strip().startswith("-") else f"is not {expected}"
+        raise QuantityError(field, value, reason)
+    return Fraction(Decimal(match.group(1))) * suffixes[match.group(2)]
+
+
+def _exact(field: str, value: int | float | Decimal) -> Fraction:
+    # A float is taken as the shortest decimal that prints as it (repr), which is what
+    # the user wrote in JSON or TOML: 1.7 means 1.7, not 1.6999999999999999556.
+    try:
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    except InvalidOperation as error:
+        raise QuantityError(field, value, "is not a number") from error
+    if not number.is_finite():
+        raise QuantityError(field, value, "is not a finite number")
+    return Fraction(number)
+
+
+def _whole(field: str, value: object, amount: Fraction, reason: str) -> int:
+    if amount.denominator != 1:
+        raise QuantityError(field, value, reason)
+    return amount.numerator
