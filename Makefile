@@ -22,7 +22,7 @@ test: $(INSTALLED)
 	@if [ "$$ALLOT_SKIP_DOCKER_TESTS" = 1 ]; then echo "make: ALLOT_SKIP_DOCKER_TESTS=1: Docker tests will be skipped" >&2; else scripts/provision-docker; fi
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy coordinator agent shared
+	$(BIN)/mypy coordinator agent shared tests
 	$(BIN)/pytest
 
 clean:

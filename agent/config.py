@@ -43,7 +43,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def name(self) -> str:
-        return self.node_name or socket.gethostname()
+        return self.node_name or socket.gethostname().lower()
 
     @property
     def reserved(self) -> CpuSet:

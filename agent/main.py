@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import sys
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def _with_default_command(argv: list[str]) -> list[str]:
 
 def _discover(config: AgentConfig) -> Inventory:
     return discover(
-        sysfs_root=Path(config.sysfs_root), reserved=config.reserved, hostname=config.name
+        sysfs_root=Path(config.sysfs_root), reserved=config.reserved, hostname=socket.gethostname()
     )
 
 

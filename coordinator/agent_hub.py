@@ -19,7 +19,7 @@ import contextlib
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from coordinator.auth import bearer_token, token_matches
+from coordinator.auth import BEARER_HINT, bearer_token, token_matches
 from coordinator.config import CoordinatorConfig
 from coordinator.errors import ApiError, Unauthorized
 from coordinator.metrics import Metrics
@@ -55,17 +55,17 @@ class AgentHub:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not token_matches(bearer_token(request), (self._config.join_token,)):
-            raise Unauthorized("missing or invalid join token (send 'Authorization: Bearer ...')")
+            raise Unauthorized("missing or invalid join token", details=BEARER_HINT)
         offered = request.headers.get("Sec-WebSocket-Protocol", "")
         if SUBPROTOCOL not in (p.strip() for p in offered.split(",")):
             raise ApiError(
                 f"the agent socket speaks websocket subprotocol {SUBPROTOCOL!r}; offer it",
                 details={"offered": offered},
             )
+        # No websocket-level heartbeat: the node's lease is the one liveness rule, and a
+        # socket whose lease ends is closed by watch_leases, half-open or not.
         ws = web.WebSocketResponse(
-            protocols=(SUBPROTOCOL,),
-            max_msg_size=self._config.max_frame_bytes,
-            heartbeat=self._config.heartbeat_seconds,
+            protocols=(SUBPROTOCOL,), max_msg_size=self._config.max_frame_bytes
         )
         await ws.prepare(request)
         self._metrics.agent_connections.inc()

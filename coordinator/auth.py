@@ -14,6 +14,7 @@ from coordinator.errors import Handler, Unauthorized
 
 OPEN_PATHS = frozenset({"/healthz", "/metrics"})
 AGENT_PATH = "/v1/agent"
+BEARER_HINT = {"expected": "an 'Authorization: Bearer <token>' header"}
 
 
 def bearer_token(request: web.Request) -> str | None:
@@ -41,7 +42,7 @@ def api_tokens_middleware(api_tokens: Iterable[str]) -> web.middleware:  # type:
         if request.path in OPEN_PATHS or request.path == AGENT_PATH:
             return await handler(request)
         if not token_matches(bearer_token(request), tokens):
-            raise Unauthorized("missing or invalid API token (send 'Authorization: Bearer ...')")
+            raise Unauthorized("missing or invalid API token", details=BEARER_HINT)
         return await handler(request)
 
     return require_api_token

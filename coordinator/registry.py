@@ -50,7 +50,15 @@ class NodeRegistry:
                 self._leases.renew(record.name, now=monotonic())
 
     @classmethod
-    async def load(cls, store: Store, *, lease_seconds: float) -> NodeRegistry:
+    async def load(
+        cls,
+        store: Store,
+        *,
+        lease_seconds: float,
+        wall_clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> NodeRegistry:
+        """The registry of every node in the store; live ones get a fresh lease."""
         entries = await store.range(NODE_PREFIX)
         records: list[NodeRecord] = [_decode_record.decode(entry.value) for entry in entries]
         log.info(
@@ -59,7 +67,9 @@ class NodeRegistry:
             live=sum(r.state != NodeState.LOST for r in records),
             revision=store.revision,
         )
-        return cls(store, records, lease_seconds=lease_seconds)
+        return cls(
+            store, records, lease_seconds=lease_seconds, wall_clock=wall_clock, monotonic=monotonic
+        )
 
     @property
     def lease_seconds(self) -> float:

@@ -49,7 +49,7 @@ class EventFormatter(logging.Formatter):
         self._journal = journal
 
     def format(self, record: logging.LogRecord) -> str:
-        fields: Mapping[str, object] = getattr(record, _FIELDS, {})
+        fields = fields_of(record)
         line = record.getMessage()
         if fields:
             line += " " + " ".join(f"{k}={format_value(v)}" for k, v in fields.items())
@@ -88,6 +88,12 @@ class EventLogger:
     def _log(self, level: int, message: str, fields: dict[str, object]) -> None:
         if self._logger.isEnabledFor(level):
             self._logger.log(level, message, extra={_FIELDS: fields})
+
+
+def fields_of(record: logging.LogRecord) -> Mapping[str, object]:
+    """The key=value context an ``EventLogger`` attached to a record."""
+    fields: Mapping[str, object] = getattr(record, _FIELDS, {})
+    return fields
 
 
 def get_logger(name: str) -> EventLogger:

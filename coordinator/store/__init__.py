@@ -1,7 +1,8 @@
 """The coordinator's state store: one small interface with etcd v3's semantics.
 
 Keys map to byte values, each with the revision that created it and the one that last
-modified it; a global revision grows by one per successful transaction. A transaction
+modified it; a global revision grows by one per transaction that changes something (a
+failed one, a compare-only one or a delete of missing keys leaves it). A transaction
 commits its writes only if every key it read still has the revision it saw
 (compare-and-swap), so two deciders can never both spend the same capacity:
 

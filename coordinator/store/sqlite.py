@@ -65,10 +65,13 @@ class SqliteStore:
     def _open_blocking(cls, path: Path) -> SqliteStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock_fd = _lock(path.with_name(path.name + ".lock"))
+        connection: sqlite3.Connection | None = None
         try:
             connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             revision = _prepare(connection, path)
         except BaseException:
+            if connection is not None:
+                connection.close()
             os.close(lock_fd)
             raise
         return cls(connection, lock_fd, revision)
@@ -78,6 +81,7 @@ class SqliteStore:
         return self._revision
 
     async def get(self, key: str) -> Entry | None:
+        _check_key(key)
         rows = await self._run(
             lambda: self._db.execute(f"SELECT {_COLUMNS} FROM kv WHERE key = ?", (key,)).fetchall()
         )
@@ -85,14 +89,14 @@ class SqliteStore:
 
     async def range(self, prefix: str) -> list[Entry]:
         if prefix:
-            # Keys are compared as UTF-8 bytes, which orders like code points, so the
-            # keys with this prefix are exactly those in [prefix, prefix with its last
-            # character incremented).
-            end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-            sql = f"SELECT {_COLUMNS} FROM kv WHERE key >= ? AND key < ? ORDER BY key"
-            args: tuple[str, ...] = (prefix, end)
+            _check_key(prefix)
+        end = _prefix_end(prefix)
+        if end is None:
+            sql = f"SELECT {_COLUMNS} FROM kv WHERE key >= ? ORDER BY key"
+            args: tuple[str, ...] = (prefix,)
         else:
-            sql, args = f"SELECT {_COLUMNS} FROM kv ORDER BY key", ()
+            sql = f"SELECT {_COLUMNS} FROM kv WHERE key >= ? AND key < ? ORDER BY key"
+            args = (prefix, end)
         rows = await self._run(lambda: self._db.execute(sql, args).fetchall())
         return [_entry(row) for row in rows]
 
@@ -140,16 +144,8 @@ class SqliteStore:
                 if not all(self._mod_revision(c.key) == c.mod_revision for c in txn.compares):
                     results.append(TxnResult(succeeded=False, revision=revision))
                     continue
-                if txn.puts or txn.deletes:
-                    revision += 1
-                for key, value in txn.puts.items():
-                    db.execute(
-                        "INSERT INTO kv (key, value, create_revision, mod_revision)"
-                        " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
-                        " value = excluded.value, mod_revision = excluded.mod_revision",
-                        (key, value, revision, revision),
-                    )
-                db.executemany("DELETE FROM kv WHERE key = ?", [(k,) for k in txn.deletes])
+                if self._write(txn, revision + 1):
+                    revision += 1  # like etcd: only a transaction that changed something
                 results.append(TxnResult(succeeded=True, revision=revision))
             db.execute("UPDATE meta SET value = ? WHERE name = 'revision'", (revision,))
             db.execute("COMMIT")
@@ -157,6 +153,20 @@ class SqliteStore:
             db.execute("ROLLBACK")
             raise
         return results, revision
+
+    def _write(self, txn: Txn, revision: int) -> bool:
+        """Apply the writes of ``txn`` at ``revision``; False when nothing changed."""
+        for key, value in txn.puts.items():
+            self._db.execute(
+                "INSERT INTO kv (key, value, create_revision, mod_revision)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET"
+                " value = excluded.value, mod_revision = excluded.mod_revision",
+                (key, value, revision, revision),
+            )
+        deleted = sum(
+            self._db.execute("DELETE FROM kv WHERE key = ?", (key,)).rowcount for key in txn.deletes
+        )
+        return bool(txn.puts) or deleted > 0
 
     def _mod_revision(self, key: str) -> int:
         row = self._db.execute("SELECT mod_revision FROM kv WHERE key = ?", (key,)).fetchone()
@@ -180,29 +190,56 @@ def _lock(lock_path: Path) -> int:
 
 
 def _prepare(db: sqlite3.Connection, path: Path) -> int:
-    """Set the pragmas, create or check the schema, and return the stored revision."""
+    """Check the schema version, set the pragmas, create the schema if new, and return
+    the stored revision. A file it refuses is left exactly as it was."""
     try:
-        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        db.execute("PRAGMA synchronous=FULL")
         version = db.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as error:
         raise StoreError(f"{path} is not an allot store (SQLite says: {error})") from error
-    if mode != "wal":
-        raise StoreError(f"{path}: SQLite refused WAL mode (got {mode!r}); is it on NFS?")
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"{path} has schema {version}, written by a newer allot than this one"
             f" (which knows schema {SCHEMA_VERSION}); upgrade the coordinator"
         )
+    mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if mode != "wal":
+        raise StoreError(f"{path}: SQLite refused WAL mode (got {mode!r}); is it on NFS?")
+    db.execute("PRAGMA synchronous=FULL")
     db.executescript(f"BEGIN; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
     return int(db.execute("SELECT value FROM meta WHERE name = 'revision'").fetchone()[0])
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"store keys must be non-empty strings, got {key!r}")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"store key {key!r} is not valid Unicode text") from None
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The least string above every string that starts with ``prefix`` (None: none is).
+
+    Keys compare as their UTF-8 bytes, which order like their code points, so it is the
+    prefix with its last character raised to the next code point, skipping the
+    surrogates (no valid key holds one); a last character already at U+10FFFF carries
+    into the one before it.
+    """
+    stem = prefix
+    while stem:
+        last = ord(stem[-1])
+        if last < 0x10FFFF:
+            following = 0xE000 if last == 0xD7FF else last + 1
+            return stem[:-1] + chr(following)
+        stem = stem[:-1]
+    return None
 
 
 def _check(txn: Txn) -> None:
     """Refuse a malformed transaction before it joins a batch (it would fail them all)."""
     for key in [c.key for c in txn.compares] + list(txn.puts) + list(txn.deletes):
-        if not isinstance(key, str) or not key:
-            raise ValueError(f"store keys must be non-empty strings, got {key!r}")
+        _check_key(key)
     for key, value in txn.puts.items():
         if not isinstance(value, bytes):
             raise ValueError(f"value of {key!r} must be bytes, got {type(value).__name__}")

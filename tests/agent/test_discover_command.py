@@ -1,0 +1,59 @@
+"""``allot-agent discover`` as an operator runs it: a real process, tables or JSON."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+
+from shared.codec import json_decoder
+from shared.inventory import Inventory
+from tests.fixtures.sysfs import load_fixture, materialize
+
+AGENT = str(Path(sys.executable).parent / "allot-agent")
+decode_inventory: msgspec.json.Decoder[Inventory] = json_decoder(Inventory)
+
+
+def discover(*args: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
+    return subprocess.run(
+        [AGENT, "discover", *args], env=environment, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_json_is_this_hosts_inventory() -> None:
+    result = discover("--json")
+    assert result.returncode == 0, result.stderr
+    inventory = decode_inventory.decode(result.stdout)
+    assert len(inventory.online) == os.cpu_count()
+    assert inventory.offered() == inventory.online - inventory.isolated
+    assert inventory.gpus == []  # no NVIDIA library on the test machines
+
+
+def test_tables_of_a_recorded_dual_socket_host_with_reserved_cpus(tmp_path: Path) -> None:
+    materialize(load_fixture("dual_socket_ht"), tmp_path)
+    result = discover(f"--sysfs-root={tmp_path}", "--reserved-cpus=0,16")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "cpus online    32 (0-31)" in lines
+    assert "cpus offered   30 (1-15,17-31)" in lines
+    assert "cpus reserved  2 (0,16)" in lines
+    assert "cores          16 in 2 package(s), 2 thread(s) per core" in lines
+    assert any(line.split()[:3] == ["0", "0-7,16-23", "64.0Gi"] for line in lines), lines
+
+
+def test_reserving_cpus_that_are_not_online_is_refused(tmp_path: Path) -> None:
+    materialize(load_fixture("isolcpus"), tmp_path)
+    result = discover(f"--sysfs-root={tmp_path}", "--reserved-cpus=0-31")
+    assert result.returncode == 1
+    assert "reserved_cpus 0-31 names CPUs 16-31 that are not online (online: 0-15)" in result.stderr
+
+
+def test_a_bad_setting_is_refused_before_anything_runs() -> None:
+    result = discover("--reserved-cpus=zero")
+    assert result.returncode == 2
+    assert "reserved_cpus" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,215 @@
+"""The agent's link against scripted coordinators: real aiohttp servers on loopback that
+behave well or badly in one precise way each, talking plain ``msgpack``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import msgpack
+import pytest
+from aiohttp import WSMsgType, web
+
+from agent.config import AgentConfig
+from agent.session import run_link
+from shared.logs import fields_of
+from tests.builders import make_inventory
+
+TOKEN = "agent-session-token-0123456789"
+Script = Callable[[web.WebSocketResponse, dict[str, Any]], Awaitable[None]]
+
+
+def welcome(lease: float = 5.0, heartbeat: float = 0.05) -> bytes:
+    frame = {
+        "type": "welcome",
+        "node": "n1",
+        "lease_seconds": lease,
+        "heartbeat_seconds": heartbeat,
+    }
+    return bytes(msgpack.packb(frame))
+
+
+class ScriptedCoordinator:
+    """Accepts agent sockets and runs ``script`` on each, after reading its hello."""
+
+    def __init__(self, script: Script, *, autoping: bool = True) -> None:
+        self.script = script
+        self.autoping = autoping
+        self.hellos: list[dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []
+
+    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(protocols=("allot.v1",), autoping=self.autoping)
+        await ws.prepare(request)
+        assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+        hello = await self.next_frame(ws)
+        self.hellos.append(hello)
+        await self.script(ws, hello)
+        await ws.close()
+        return ws
+
+    async def next_frame(self, ws: web.WebSocketResponse) -> dict[str, Any]:
+        while True:
+            message = await ws.receive(timeout=5)
+            if message.type == WSMsgType.BINARY:
+                frame: dict[str, Any] = msgpack.unpackb(message.data, strict_map_key=False)
+                self.received.append(frame)
+                return frame
+            if message.type not in (WSMsgType.PING, WSMsgType.PONG):
+                raise ConnectionError(f"agent socket ended: {message.type}")
+
+
+@contextlib.asynccontextmanager
+async def running(coordinator: ScriptedCoordinator) -> AsyncIterator[asyncio.Task[None]]:
+    """The scripted coordinator on port 0 and an agent linked to it, both stopped after."""
+    app = web.Application()
+    app.router.add_get("/v1/agent", coordinator.handle)
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    config = AgentConfig(
+        server=f"http://{host}:{port}",
+        join_token=TOKEN,
+        node_name="n1",
+        backoff_initial_seconds=0.05,
+        backoff_max_seconds=0.2,
+    )
+    link = asyncio.create_task(run_link(config, make_inventory()))
+    try:
+        yield link
+    finally:
+        link.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await link
+        await runner.cleanup()
+
+
+async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None:
+    for _ in range(int(within / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition never held")
+
+
+@pytest.fixture
+def agent_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    logging.getLogger("allot").propagate = True
+    caplog.set_level(logging.DEBUG, logger="allot")
+    return caplog
+
+
+def lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == level]
+
+
+async def test_hello_carries_node_token_protocol_and_inventory() -> None:
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome())
+        await asyncio.sleep(10)
+
+    coordinator = ScriptedCoordinator(serve)
+    async with running(coordinator):
+        await eventually(lambda: len(coordinator.hellos) == 1)
+    hello = coordinator.hellos[0]
+    assert (hello["type"], hello["node"], hello["token"], hello["protocol"]) == (
+        "hello",
+        "n1",
+        TOKEN,
+        1,
+    )
+    assert hello["inventory"]["online"] == "0-1"
+
+
+async def test_heartbeats_follow_the_welcome_interval() -> None:
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome(heartbeat=0.05))
+        for _ in range(5):
+            assert (await coordinator.next_frame(ws))["type"] == "heartbeat"
+
+    coordinator = ScriptedCoordinator(serve)
+    async with running(coordinator):
+        await eventually(lambda: len(coordinator.received) >= 6)
+    assert [f["type"] for f in coordinator.received[:6]] == ["hello"] + ["heartbeat"] * 5
+
+
+async def test_a_refusal_is_logged_once_as_an_error_and_retried(
+    agent_log: pytest.LogCaptureFixture,
+) -> None:
+    async def refuse(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        error = {"type": "error", "code": "protocol_version", "message": "speak protocol 9"}
+        await ws.send_bytes(msgpack.packb(error))
+
+    coordinator = ScriptedCoordinator(refuse)
+    async with running(coordinator):
+        await eventually(lambda: len(coordinator.hellos) >= 4)
+    errors = lines(agent_log, logging.ERROR)
+    assert errors == ["cannot register with coordinator"]
+    refused = next(r for r in agent_log.records if r.levelno == logging.ERROR)
+    assert fields_of(refused)["reason"] == "refused: speak protocol 9 (protocol_version)"
+    assert lines(agent_log, logging.DEBUG).count("still cannot register") >= 2
+
+
+async def test_an_unknown_frame_is_answered_and_the_session_goes_on() -> None:
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome())
+        await ws.send_bytes(msgpack.packb({"type": "reboot", "when": "now"}))
+        while (await coordinator.next_frame(ws))["type"] != "error":
+            pass
+        await coordinator.next_frame(ws)  # and it keeps sending heartbeats
+        await asyncio.sleep(10)
+
+    coordinator = ScriptedCoordinator(serve)
+    async with running(coordinator):
+        await eventually(lambda: any(f["type"] == "error" for f in coordinator.received))
+        await asyncio.sleep(0.2)
+    errors = [f for f in coordinator.received if f["type"] == "error"]
+    assert errors[0]["code"] == "unknown_type"
+    assert "reboot" in errors[0]["message"]
+    assert len(coordinator.hellos) == 1  # same session throughout
+
+
+async def test_a_malformed_frame_is_answered_and_the_agent_reconnects() -> None:
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome())
+        await ws.send_bytes(b"\xc1 not msgpack")
+        with contextlib.suppress(ConnectionError):  # read on until the agent closes
+            while True:
+                await coordinator.next_frame(ws)
+
+    coordinator = ScriptedCoordinator(serve)
+    async with running(coordinator):
+        await eventually(lambda: len(coordinator.hellos) >= 2)
+    errors = [f for f in coordinator.received if f["type"] == "error"]
+    assert errors[0]["code"] == "not_msgpack"
+
+
+async def test_a_coordinator_that_goes_silent_is_left_after_one_lease(
+    agent_log: pytest.LogCaptureFixture,
+) -> None:
+    async def go_silent(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome(lease=0.3, heartbeat=0.05))
+        await asyncio.sleep(10)  # reads nothing, so pings go unanswered
+
+    coordinator = ScriptedCoordinator(go_silent, autoping=False)
+    async with running(coordinator):
+        await eventually(lambda: len(coordinator.hellos) >= 2)
+    assert "disconnected from coordinator" in lines(agent_log, logging.WARNING)
+    ended = next(r for r in agent_log.records if r.getMessage() == "disconnected from coordinator")
+    assert fields_of(ended)["reason"] == "nothing heard from the coordinator for 0.3s"
+
+
+async def test_a_welcome_resets_the_backoff() -> None:
+    async def welcome_then_close(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome())
+
+    coordinator = ScriptedCoordinator(welcome_then_close)
+    async with running(coordinator):
+        # With the backoff reset by every welcome each retry waits at most 0.05 s; without
+        # it the waits would grow to the 0.2 s cap and 20 sessions would take over 3 s.
+        await eventually(lambda: len(coordinator.hellos) >= 20, within=2.5)

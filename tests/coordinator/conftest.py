@@ -1,0 +1,131 @@
+"""A real coordinator in the test's event loop: the aiohttp app bound to port 0 on
+loopback, its SQLite store in tmp_path. Agents are plain websocket clients that build
+their frames with the standard ``msgpack`` package, as any peer could."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgpack
+import pytest
+from aiohttp import web
+
+from coordinator.app import make_app
+from coordinator.config import CoordinatorConfig
+from shared.codec import to_builtins
+from shared.protocol import SUBPROTOCOL
+from tests.builders import make_inventory
+
+JOIN_TOKEN = "join-token-for-tests-0123456789"
+API_TOKEN = "api-token-for-tests-0123456789"
+LEASE_SECONDS = 0.8
+HEARTBEAT_SECONDS = 0.2
+
+
+@dataclass
+class Coordinator:
+    url: str
+    app: web.Application
+    http: aiohttp.ClientSession
+
+    async def get(self, path: str, token: str | None = API_TOKEN) -> aiohttp.ClientResponse:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return await self.http.get(self.url + path, headers=headers)
+
+    async def get_json(self, path: str) -> Any:
+        response = await self.get(path)
+        assert response.status == 200, await response.text()
+        return await response.json()
+
+    async def connect(
+        self, *, token: str = JOIN_TOKEN, protocols: tuple[str, ...] = (SUBPROTOCOL,)
+    ) -> aiohttp.ClientWebSocketResponse:
+        return await self.http.ws_connect(
+            self.url + "/v1/agent",
+            protocols=protocols,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+
+def inventory(*, problems: list[str] | None = None) -> dict[str, Any]:
+    """The shared two-CPU test host as plain data, the way the wire carries it."""
+    wire: dict[str, Any] = to_builtins(make_inventory(problems))
+    return wire
+
+
+def hello(node: str = "node-a", **overrides: Any) -> bytes:
+    frame = {
+        "type": "hello",
+        "node": node,
+        "token": JOIN_TOKEN,
+        "protocol": 1,
+        "inventory": inventory(),
+        "agent_version": "test",
+    }
+    return bytes(msgpack.packb(frame | overrides))
+
+
+def frame(kind: str, **fields: Any) -> bytes:
+    return bytes(msgpack.packb({"type": kind, **fields}))
+
+
+async def receive_frame(ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
+    message = await ws.receive(timeout=5)
+    assert message.type == aiohttp.WSMsgType.BINARY, (message.type, message.data)
+    decoded: dict[str, Any] = msgpack.unpackb(message.data, strict_map_key=False)
+    return decoded
+
+
+async def receive_close(ws: aiohttp.ClientWebSocketResponse) -> int | None:
+    """Read until the socket closes; returns the close code the coordinator sent."""
+    while True:
+        message = await ws.receive(timeout=5)
+        if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
+            return ws.close_code
+
+
+async def register(
+    coordinator: Coordinator, node: str = "node-a"
+) -> aiohttp.ClientWebSocketResponse:
+    ws = await coordinator.connect()
+    await ws.send_bytes(hello(node))
+    welcome = await receive_frame(ws)
+    assert welcome["type"] == "welcome", welcome
+    return ws
+
+
+def config_for(data_dir: Path, **overrides: Any) -> CoordinatorConfig:
+    settings: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "data_dir": str(data_dir),
+        "join_token": JOIN_TOKEN,
+        "api_tokens": [API_TOKEN],
+        "lease_seconds": LEASE_SECONDS,
+        "heartbeat_seconds": HEARTBEAT_SECONDS,
+        "hello_timeout_seconds": 0.5,
+        "max_frame_bytes": 64 * 1024,
+    }
+    return CoordinatorConfig(**(settings | overrides))
+
+
+async def start(config: CoordinatorConfig) -> tuple[web.AppRunner, str]:
+    app = make_app(config)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    return runner, f"http://{host}:{port}"
+
+
+@pytest.fixture
+async def coordinator(tmp_path: Path) -> AsyncIterator[Coordinator]:
+    runner, url = await start(config_for(tmp_path))
+    async with aiohttp.ClientSession() as http:
+        yield Coordinator(url=url, app=runner.app, http=http)
+    await runner.cleanup()

@@ -1,0 +1,340 @@
+"""NodeRegistry on a real SqliteStore, with both of its clocks under the test's control."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from coordinator.nodes import NodeRecord, NodeState
+from coordinator.registry import NodeRegistry
+from coordinator.store import Entry, Store, StoreError, Txn, TxnResult
+from coordinator.store.sqlite import SqliteStore
+from shared.logs import fields_of
+from tests.builders import make_inventory
+
+LEASE = 15.0
+
+
+@dataclass
+class Clock:
+    """Wall and monotonic time, moved together by the test."""
+
+    wall: float = 1_700_000_000.0
+    mono: float = 500.0
+
+    def advance(self, seconds: float) -> None:
+        self.wall += seconds
+        self.mono += seconds
+
+
+class FlakyStore:
+    """A real store whose next ``failures`` commits raise StoreError, after ``on_failure``."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.failures = 0
+        self.on_failure: Callable[[], None] = lambda: None
+
+    @property
+    def revision(self) -> int:
+        return self.inner.revision
+
+    async def get(self, key: str) -> Entry | None:
+        return await self.inner.get(key)
+
+    async def range(self, prefix: str) -> list[Entry]:
+        return await self.inner.range(prefix)
+
+    async def commit(self, txn: Txn) -> TxnResult:
+        if self.failures:
+            self.failures -= 1
+            self.on_failure()
+            raise StoreError("injected: the disk is full")
+        return await self.inner.commit(txn)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = await SqliteStore.open(tmp_path / "store.db")
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+async def load(store: Store, clock: Clock) -> NodeRegistry:
+    return await NodeRegistry.load(
+        store,
+        lease_seconds=LEASE,
+        wall_clock=lambda: clock.wall,
+        monotonic=lambda: clock.mono,
+    )
+
+
+async def persisted(store: Store, name: str) -> NodeRecord | None:
+    """The record as a freshly loaded registry sees it."""
+    return (await load(store, Clock())).get(name)
+
+
+async def say_hello(
+    registry: NodeRegistry, name: str = "n1", problems: list[str] | None = None
+) -> NodeRecord:
+    return await registry.hello(
+        name, inventory=make_inventory(problems), address="10.0.0.7:41000", agent_version="0.1.0"
+    )
+
+
+async def lose(registry: NodeRegistry, clock: Clock, name: str = "n1") -> NodeRecord:
+    """Let ``name``'s lease run out and return its lost record."""
+    clock.advance(LEASE)
+    [lost] = await registry.expire_leases()
+    assert (lost.name, lost.state) == (name, NodeState.LOST)
+    return lost
+
+
+# --- hello and heartbeats -------------------------------------------------------------
+
+
+async def test_hello_registers_and_persists(store: SqliteStore, clock: Clock) -> None:
+    registry = await load(store, clock)
+
+    record = await say_hello(registry)
+
+    assert record.state == NodeState.READY
+    assert record.registered_at == record.state_since == clock.wall
+    assert registry.get("n1") == record
+    assert registry.all() == [record]
+    assert await persisted(store, "n1") == record
+    assert [e.key for e in await store.range("")] == ["/nodes/n1"]
+
+
+async def test_heartbeats_keep_a_node_ready(store: SqliteStore, clock: Clock) -> None:
+    registry = await load(store, clock)
+    await say_hello(registry)
+
+    for _ in range(5):
+        clock.advance(LEASE - 1)
+        registry.heartbeat("n1")
+        assert await registry.expire_leases() == []
+
+    record = registry.get("n1")
+    assert record is not None
+    assert record.state == NodeState.READY
+    assert store.revision == 1  # heartbeats write nothing
+
+
+async def test_a_silent_node_is_lost_once_and_persisted(store: SqliteStore, clock: Clock) -> None:
+    registry = await load(store, clock)
+    await say_hello(registry)
+
+    clock.advance(LEASE - 0.5)
+    assert await registry.expire_leases() == []
+    clock.advance(0.5)
+    lost = await registry.expire_leases()
+
+    assert [(r.name, r.state, r.reason) for r in lost] == [
+        ("n1", NodeState.LOST, "no heartbeat for 15s")
+    ]
+    assert lost[0].state_since == clock.wall
+    assert registry.get("n1") == lost[0]
+    assert await persisted(store, "n1") == lost[0]
+    clock.advance(LEASE)
+    assert await registry.expire_leases() == []
+
+
+async def test_a_lost_node_needs_a_hello_not_a_heartbeat(store: SqliteStore, clock: Clock) -> None:
+    registry = await load(store, clock)
+    await say_hello(registry)
+    lost = await lose(registry, clock)
+
+    registry.heartbeat("n1")
+    assert registry.get("n1") == lost
+    clock.advance(LEASE)
+    assert await registry.expire_leases() == []  # the heartbeat started no lease
+
+    revived = await say_hello(registry)
+    assert (revived.state, revived.reason, revived.state_since) == (
+        NodeState.READY,
+        "",
+        clock.wall,
+    )
+    assert await persisted(store, "n1") == revived
+    await lose(registry, clock)  # and the hello did start one
+
+
+async def test_a_heartbeat_from_an_unknown_node_is_ignored(
+    store: SqliteStore, clock: Clock
+) -> None:
+    registry = await load(store, clock)
+
+    registry.heartbeat("stranger")
+
+    assert registry.get("stranger") is None
+    clock.advance(LEASE)
+    assert await registry.expire_leases() == []
+
+
+# --- problems -------------------------------------------------------------------------
+
+
+async def test_problems_are_persisted_both_ways(store: SqliteStore, clock: Clock) -> None:
+    registry = await load(store, clock)
+    await say_hello(registry)
+
+    clock.advance(1)
+    await registry.report_problems("n1", ["nvml unreadable", "gpu 1 missing"])
+    degraded = await persisted(store, "n1")
+    assert degraded is not None
+    assert (degraded.state, degraded.reason, degraded.state_since) == (
+        NodeState.DEGRADED,
+        "nvml unreadable; gpu 1 missing",
+        clock.wall,
+    )
+
+    clock.advance(1)
+    await registry.report_problems("n1", [])
+    ready = await persisted(store, "n1")
+    assert ready is not None
+    assert (ready.state, ready.reason, ready.state_since) == (NodeState.READY, "", clock.wall)
+    assert registry.get("n1") == ready
+
+
+@pytest.mark.parametrize(
+    "problems", [pytest.param([], id="still-healthy"), pytest.param(["x"], id="same-problem")]
+)
+async def test_unchanged_problems_write_nothing(
+    store: SqliteStore, clock: Clock, problems: list[str]
+) -> None:
+    registry = await load(store, clock)
+    before = await say_hello(registry, problems=problems)
+    revision = store.revision
+
+    await registry.report_problems("n1", problems)
+
+    assert store.revision == revision
+    assert registry.get("n1") == before
+
+
+# --- restart --------------------------------------------------------------------------
+
+
+async def test_a_restart_gives_live_nodes_a_fresh_lease(store: SqliteStore, clock: Clock) -> None:
+    before = await load(store, clock)
+    for name in ("n1", "n2", "n3"):
+        await say_hello(before, name)
+    await before.report_problems("n2", ["x"])
+    clock.advance(LEASE / 2)
+    before.heartbeat("n1")
+    before.heartbeat("n2")
+    clock.advance(LEASE / 2)
+    assert [r.name for r in await before.expire_leases()] == ["n3"]
+
+    clock.advance(600)  # the coordinator was down far longer than a lease
+    after = await load(store, clock)
+
+    assert after.all() == before.all()
+    assert await after.expire_leases() == []
+    clock.advance(LEASE - 0.5)
+    assert await after.expire_leases() == []
+    clock.advance(0.5)
+    revision = store.revision
+    lost = await after.expire_leases()
+    assert sorted(r.name for r in lost) == ["n1", "n2"]  # n3 holds no lease
+    assert store.revision == revision + 1
+    assert all(r.state == NodeState.LOST for r in after.all())
+
+
+# --- a failed save --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("heartbeat", "lost_next"),
+    [
+        pytest.param("none", True, id="no-heartbeat"),
+        pytest.param("during-save", False, id="heartbeat-during-failed-save"),
+        pytest.param("after-save", False, id="heartbeat-after-failed-save"),
+    ],
+)
+async def test_a_node_whose_loss_was_not_saved_is_not_lost(
+    store: SqliteStore, clock: Clock, heartbeat: str, lost_next: bool
+) -> None:
+    flaky = FlakyStore(store)
+    registry = await load(flaky, clock)
+    ready = await say_hello(registry)
+    clock.advance(LEASE)
+    flaky.failures = 1
+    if heartbeat == "during-save":
+        flaky.on_failure = lambda: registry.heartbeat("n1")
+
+    with pytest.raises(StoreError, match="disk is full"):
+        await registry.expire_leases()
+
+    assert registry.get("n1") == ready
+    assert await persisted(store, "n1") == ready
+    if heartbeat == "after-save":
+        registry.heartbeat("n1")
+    retried = await registry.expire_leases()
+    assert [r.state for r in retried] == ([NodeState.LOST] if lost_next else [])
+    if not lost_next:  # the heartbeat's lease still runs out in the end
+        await lose(registry, clock)
+    assert await persisted(store, "n1") == registry.get("n1")
+
+
+# --- logging --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def allot_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """caplog for the "allot" loggers, even after something configured them."""
+    root = logging.getLogger("allot")
+    propagate = root.propagate
+    root.propagate = True
+    caplog.set_level(logging.INFO, logger="allot")
+    yield caplog
+    root.propagate = propagate
+
+
+def events(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str, dict[str, object]]]:
+    return [
+        (r.levelno, r.getMessage(), dict(fields_of(r)))
+        for r in caplog.records
+        if r.name == "allot.coordinator.nodes"
+    ]
+
+
+async def test_state_changes_are_logged_once(
+    store: SqliteStore, clock: Clock, allot_logs: pytest.LogCaptureFixture
+) -> None:
+    registry = await load(store, clock)
+    allot_logs.clear()  # "node records loaded"
+
+    await say_hello(registry)
+    await say_hello(registry)  # no change: nothing to say
+    await registry.report_problems("n1", ["nvml unreadable"])
+    await lose(registry, clock)
+    await say_hello(registry)
+
+    logged = [(level, message) for level, message, _ in events(allot_logs)]
+    assert logged == [
+        (logging.INFO, "node registered"),
+        (logging.WARNING, "node degraded"),
+        (logging.WARNING, "node lost"),
+        (logging.INFO, "node ready"),
+    ]
+    fields = [f for _, _, f in events(allot_logs)]
+    assert fields[0]["node"] == "n1"
+    assert fields[0]["state"] == NodeState.READY
+    assert fields[1]["reason"] == "nvml unreadable"
+    assert (fields[2]["reason"], fields[2]["was"]) == ("no heartbeat for 15s", "degraded")
+    assert fields[3]["was"] == NodeState.LOST
+    assert "reason" not in fields[3]

@@ -1,0 +1,39 @@
+"""The real Docker engine for the tests that enforce limits.
+
+``make test`` provisions the engine and the image (scripts/provision-docker). When no
+engine answers these tests fail, saying so; they are skipped only when a person asks for
+it with ALLOT_SKIP_DOCKER_TESTS=1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import docker
+import pytest
+from docker.errors import DockerException, ImageNotFound
+
+IMAGE = "allot/busybox:test"
+OPT_OUT = "ALLOT_SKIP_DOCKER_TESTS"
+HOW_TO_FIX = (
+    "run scripts/provision-docker (as root it installs docker.io and busybox-static, starts"
+    f" dockerd and builds {IMAGE}), or set {OPT_OUT}=1 to skip the Docker tests on purpose"
+)
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    if os.environ.get(OPT_OUT) == "1":
+        pytest.skip(f"{OPT_OUT}=1: Docker tests skipped on request")
+    try:
+        client = docker.from_env(timeout=60)
+        client.ping()
+    except DockerException as error:
+        pytest.fail(f"no Docker engine answers ({error}); {HOW_TO_FIX}", pytrace=False)
+    try:
+        client.images.get(IMAGE)
+    except ImageNotFound:
+        pytest.fail(f"the test image {IMAGE} is missing; {HOW_TO_FIX}", pytrace=False)
+    yield client
+    client.close()

@@ -1,0 +1,130 @@
+"""Real allot processes for end-to-end tests: each logs to a file that the test reads.
+
+coordinator = Service.coordinator(tmp_path, port=0)
+url = coordinator.wait_for(r"coordinator listening url=(\\S+)").group(1)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BIN = Path(sys.executable).parent
+JOIN_TOKEN = "e2e-join-token-0123456789abcdef"
+API_TOKEN = "e2e-api-token-0123456789abcdef"
+LEASE_SECONDS = 1.5
+HEARTBEAT_SECONDS = 0.3
+
+
+class Service:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def coordinator(cls, workdir: Path, *, port: int = 0) -> Service:
+        env = {
+            "ALLOT_COORDINATOR_JOIN_TOKEN": JOIN_TOKEN,
+            "ALLOT_COORDINATOR_API_TOKENS": API_TOKEN,
+        }
+        argv = [
+            str(BIN / "allot-coordinator"),
+            f"--data-dir={workdir / 'data'}",
+            f"--port={port}",
+            f"--lease-seconds={LEASE_SECONDS}",
+            f"--heartbeat-seconds={HEARTBEAT_SECONDS}",
+        ]
+        return cls("coordinator", argv, env, workdir / "coordinator.log")
+
+    @classmethod
+    def agent(cls, workdir: Path, server: str, node: str, *, token: str = JOIN_TOKEN) -> Service:
+        argv = [
+            str(BIN / "allot-agent"),
+            "run",
+            f"--server={server}",
+            f"--node-name={node}",
+            "--backoff-initial-seconds=0.1",
+            "--backoff-max-seconds=0.5",
+        ]
+        return cls("agent", argv, {"ALLOT_AGENT_JOIN_TOKEN": token}, workdir / f"agent-{node}.log")
+
+    def start(self) -> Service:
+        handle = self.log.open("ab")
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
+        self.process = subprocess.Popen(
+            self.argv, env=environment | self.env, stdout=handle, stderr=subprocess.STDOUT
+        )
+        handle.close()
+        return self
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> int:
+        """SIGTERM and wait: the exit status of a clean shutdown."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.terminate()
+        return self.process.wait(timeout=15)
+
+    def text(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+    def wait_for(self, pattern: str, *, timeout: float = 15.0, after: int = 0) -> re.Match[str]:
+        """The first match of ``pattern`` in the log at or after offset ``after``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            match = re.compile(pattern).search(self.text(), after)
+            if match is not None:
+                return match
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(
+                    f"{self.name} exited ({self.process.returncode}):\n{self.text()}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} never logged {pattern!r}:\n{self.text()}")
+            time.sleep(0.05)
+
+
+def allotctl(server: str, *args: str, token: str = API_TOKEN) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
+    return subprocess.run(
+        [str(BIN / "allotctl"), "--server", server, "--token", token, *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def nodes_json(server: str) -> dict[str, dict[str, Any]]:
+    """Each node's record, by name, as ``allotctl nodes --json`` prints them."""
+    result = allotctl(server, "nodes", "--json")
+    assert result.returncode == 0, result.stderr
+    nodes: list[dict[str, Any]] = json.loads(result.stdout)["nodes"]
+    return {node["name"]: node for node in nodes}
+
+
+def wait_for_node_state(
+    server: str, node: str, state: str, timeout: float = 15.0
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        record = nodes_json(server).get(node)
+        if record is not None and record["state"] == state:
+            return record
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{node} never became {state}; last seen: {record}")
+        time.sleep(0.1)

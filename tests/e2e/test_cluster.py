@@ -1,0 +1,157 @@
+"""End to end with real processes on loopback: allot-coordinator, allot-agent, allotctl."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.e2e.processes import (
+    LEASE_SECONDS,
+    Service,
+    allotctl,
+    nodes_json,
+    wait_for_node_state,
+)
+
+pytestmark = pytest.mark.e2e
+NODE = "e2e-node"
+
+
+@pytest.fixture
+def services() -> Iterator[list[Service]]:
+    """Every service a test starts; whatever is still running is stopped afterwards."""
+    started: list[Service] = []
+    yield started
+    for service in started:
+        if service.process is not None and service.process.poll() is None:
+            service.process.kill()
+            service.process.wait(timeout=10)
+
+
+def start_coordinator(
+    tmp_path: Path, services: list[Service], port: int = 0
+) -> tuple[Service, str]:
+    coordinator = Service.coordinator(tmp_path, port=port).start()
+    services.append(coordinator)
+    url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
+    return coordinator, url
+
+
+def start_agent(tmp_path: Path, services: list[Service], url: str, **kw: str) -> Service:
+    agent = Service.agent(tmp_path, url, NODE, **kw).start()
+    services.append(agent)
+    return agent
+
+
+def test_this_host_registers_with_its_real_cpus(tmp_path: Path, services: list[Service]) -> None:
+    _, url = start_coordinator(tmp_path, services)
+    start_agent(tmp_path, services, url)
+    record = wait_for_node_state(url, NODE, "ready")
+    inventory = record["inventory"]
+    assert inventory["hostname"] == socket.gethostname()
+    assert len(inventory["cpus"]) == psutil.cpu_count(logical=True) == os.cpu_count()
+    assert inventory["memory"] == psutil.virtual_memory().total
+    table = allotctl(url, "nodes")
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split()[:3] == ["NAME", "STATE", "CPUS"]
+    assert row.split()[:3] == [NODE, "ready", f"{os.cpu_count()}/{os.cpu_count()}"]
+    details = allotctl(url, "node", NODE)
+    assert details.returncode == 0, details.stderr
+    assert f"cpus online    {os.cpu_count()}" in details.stdout
+
+
+def test_wrong_tokens_are_refused(tmp_path: Path, services: list[Service]) -> None:
+    coordinator, url = start_coordinator(tmp_path, services)
+    agent = start_agent(tmp_path, services, url, token="not-the-join-token-0123456789")
+    agent.wait_for(r"ERROR cannot register with coordinator reason=\"refused: .*401")
+    assert nodes_json(url) == {}
+    refused = allotctl(url, "nodes", token="not-an-api-token-0123456789")
+    assert refused.returncode == 1
+    assert "missing or invalid API token (401 unauthorized)" in refused.stderr
+    assert "Traceback" not in coordinator.text() + agent.text()
+
+
+def test_a_killed_agent_is_lost_after_its_lease_and_ready_after_restart(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    coordinator, url = start_coordinator(tmp_path, services)
+    agent = start_agent(tmp_path, services, url)
+    wait_for_node_state(url, NODE, "ready")
+    agent.kill9()
+    killed_at = time.monotonic()
+    record = wait_for_node_state(url, NODE, "lost", timeout=LEASE_SECONDS + 5)
+    assert time.monotonic() - killed_at >= LEASE_SECONDS * 0.9
+    assert record["reason"] == f"no heartbeat for {LEASE_SECONDS:g}s"
+    coordinator.wait_for(rf"WARNING node lost node={NODE} was=ready")
+    start_agent(tmp_path, services, url)
+    wait_for_node_state(url, NODE, "ready")
+    coordinator.wait_for(rf"INFO node ready node={NODE} was=lost")
+
+
+def test_a_killed_coordinator_restarts_knowing_the_node(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    coordinator, url = start_coordinator(tmp_path, services)
+    agent = start_agent(tmp_path, services, url)
+    before = wait_for_node_state(url, NODE, "ready")
+    offset = len(agent.text())
+    coordinator.kill9()
+    port = int(url.rsplit(":", 1)[1])
+    agent.wait_for("disconnected from coordinator", after=offset)
+    coordinator, url = start_coordinator(tmp_path, services, port=port)
+    coordinator.wait_for(r"node records loaded nodes=1 live=1")
+    assert nodes_json(url)[NODE]["registered_at"] == before["registered_at"]
+    agent.wait_for("registered with coordinator", after=offset)
+    record = wait_for_node_state(url, NODE, "ready")
+    assert record["registered_at"] == before["registered_at"]
+
+
+def test_both_stop_cleanly_on_sigterm(tmp_path: Path, services: list[Service]) -> None:
+    coordinator, url = start_coordinator(tmp_path, services)
+    agent = start_agent(tmp_path, services, url)
+    wait_for_node_state(url, NODE, "ready")
+    assert agent.stop() == 0
+    assert coordinator.stop() == 0
+    assert "agent stopping" in agent.text()
+    assert "coordinator stopping" in coordinator.text()
+    assert "Traceback" not in coordinator.text() + agent.text()
+
+
+def test_under_systemd_both_notify_ready_ping_the_watchdog_and_log_priorities(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(tmp_path / "notify.sock"))
+    listener.settimeout(10)
+    systemd = {
+        "NOTIFY_SOCKET": str(tmp_path / "notify.sock"),
+        "WATCHDOG_USEC": "400000",  # a ping every 0.2 s
+        "JOURNAL_STREAM": "8:12345",
+    }
+    coordinator = Service.coordinator(tmp_path)
+    coordinator.env |= systemd
+    services.append(coordinator.start())
+    url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
+    agent = Service.agent(tmp_path, url, NODE)
+    agent.env |= systemd
+    services.append(agent.start())
+    wait_for_node_state(url, NODE, "ready")
+    messages: list[bytes] = []
+    while sum(b"WATCHDOG=1" in m for m in messages) < 4 or len(messages) < 6:
+        messages.append(listener.recv(4096))
+    listener.close()
+    ready = [m for m in messages if m.startswith(b"READY=1\n")]
+    assert any(b"STATUS=serving on http://127.0.0.1:" in m for m in ready)
+    assert any(f"STATUS=registered with {url} as {NODE}".encode() in m for m in ready)
+    for service in (coordinator, agent):
+        lines = service.text().splitlines()
+        assert lines, f"{service.name} logged nothing"
+        assert all(line[:3] in ("<6>", "<4>", "<3>") for line in lines), lines
+    assert "<6>registered with coordinator" in agent.text()

@@ -1,0 +1,76 @@
+"""The unit files as systemd itself reads them: `systemd-analyze verify` must accept both
+without a single warning, and they must keep the settings the services rely on."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+UNITS = Path(__file__).resolve().parent.parent / "systemd"
+SYSTEM_UNITS = Path("/lib/systemd/system")
+SERVICES = ["allot-coordinator.service", "allot-agent.service"]
+
+
+def unit_settings(name: str) -> dict[str, list[str]]:
+    """Each key of the unit with its values in order (systemd allows repeated keys)."""
+    settings: dict[str, list[str]] = {}
+    for line in (UNITS / name).read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith(("#", ";", "[")):
+            key, value = line.split("=", 1)
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def test_systemd_analyze_verify_accepts_both_units_without_warnings(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is missing: install Debian's systemd package"
+    # A root of our own: the units, the system's own units they refer to, and stand-ins
+    # for the installed commands (verify checks that ExecStart names an executable).
+    (tmp_path / "lib/systemd").mkdir(parents=True)
+    shutil.copytree(SYSTEM_UNITS, tmp_path / "lib/systemd/system", symlinks=True)
+    (tmp_path / "etc/systemd/system").mkdir(parents=True)
+    (tmp_path / "usr/local/bin").mkdir(parents=True)
+    for service in SERVICES:
+        shutil.copy(UNITS / service, tmp_path / "etc/systemd/system" / service)
+        command = tmp_path / "usr/local/bin" / service.removesuffix(".service")
+        command.write_text("#!/bin/sh\n")
+        command.chmod(0o755)
+    result = subprocess.run(
+        [analyze, "verify", f"--root={tmp_path}", *SERVICES],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout + result.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_units_notify_ping_the_watchdog_and_restart_on_failure(service: str) -> None:
+    settings = unit_settings(service)
+    assert settings["Type"] == ["notify"]
+    assert settings["WatchdogSec"] == ["30s"]
+    assert settings["Restart"] == ["on-failure"]
+    assert settings["ExecStart"][0].startswith(
+        f"/usr/local/bin/{service.removesuffix('.service')} "
+    )
+    assert settings["NoNewPrivileges"] == ["yes"]
+    assert settings["ProtectSystem"] == ["strict"]
+
+
+def test_the_agent_can_reach_docker_and_gpu_devices() -> None:
+    settings = unit_settings("allot-agent.service")
+    assert "-/run/docker.sock" in settings["ReadWritePaths"]
+    assert "AF_UNIX" in settings["RestrictAddressFamilies"][0].split()
+    for hiding_devices in ("PrivateDevices", "DevicePolicy"):
+        assert hiding_devices not in settings  # NVML opens /dev/nvidia*
+
+
+def test_the_coordinator_runs_unprivileged_with_its_state_directory() -> None:
+    settings = unit_settings("allot-coordinator.service")
+    assert settings["DynamicUser"] == ["yes"]
+    assert settings["StateDirectory"] == ["allot"]
+    assert "--data-dir /var/lib/allot" in settings["ExecStart"][0]
+    assert settings["CapabilityBoundingSet"] == [""]
