@@ -43,17 +43,19 @@ def load(
     merged: dict[str, object] = {}
     source: dict[str, str] = {}
 
-    def take(values: Mapping[str, object], origin: str, name_of: dict[str, str]) -> None:
+    def take(
+        values: Mapping[str, object], origin: str, name_of: dict[str, str], joiner: str = " "
+    ) -> None:
         for key, value in values.items():
             if key not in fields:
                 known = ", ".join(sorted(fields))
                 raise ConfigError(f"{origin}: unknown setting {name_of[key]!r} (known: {known})")
             merged[key] = value
-            source[key] = f"{origin} {name_of[key]}"
+            source[key] = f"{origin}{joiner}{name_of[key]}"
 
     if file is not None:
         table = _read_toml(file)
-        take(table, f"config file {file}:", {k: k for k in table})
+        take(table, f"config file {file}", {k: k for k in table}, joiner=": ")
     if environ and env_prefix:
         from_env = {
             var[len(env_prefix) :].lower(): var for var in environ if var.startswith(env_prefix)
@@ -63,7 +65,7 @@ def load(
         }
         take(values, "environment variable", from_env)
     if flags:
-        flag_values_ = {k: _split_if_list(fields[k], v) for k, v in flags.items()}
+        flag_values_ = {k: _split_if_list(fields.get(k), v) for k, v in flags.items()}
         take(flag_values_, "flag", {k: "--" + k.replace("_", "-") for k in flags})
     try:
         return msgspec.convert(merged, spec, strict=False)

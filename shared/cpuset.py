@@ -16,7 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+_RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+# Linux builds for at most 8192 CPUs (CONFIG_NR_CPUS with MAXSMP); a bound well above
+# that keeps a hostile "0-4000000000" from building a set of billions of ids.
+MAX_CPU_ID = 65535
 
 
 class CpuSetError(ValueError):
@@ -49,6 +52,8 @@ class CpuSet:
             last = int(match.group(2)) if match.group(2) is not None else first
             if last < first:
                 raise CpuSetError(f"{text.strip()!r} has a descending range {part.strip()!r}")
+            if last > MAX_CPU_ID:
+                raise CpuSetError(f"{text.strip()!r} names CPU {last}, above {MAX_CPU_ID}")
             ids.update(range(first, last + 1))
         return cls(ids)
 

@@ -39,8 +39,13 @@ def format_value(value: object) -> str:
     text = str(value)
     if text and not any(c.isspace() or c in '"=\\' for c in text):
         return text
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    escaped = _one_line(text.replace("\\", "\\\\").replace('"', '\\"'))
     return f'"{escaped}"'
+
+
+def _one_line(text: str) -> str:
+    """Line breaks written as escapes, so one event stays one line (and one journal entry)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class EventFormatter(logging.Formatter):
@@ -50,7 +55,7 @@ class EventFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields = fields_of(record)
-        line = record.getMessage()
+        line = _one_line(record.getMessage())
         if fields:
             line += " " + " ".join(f"{k}={format_value(v)}" for k, v in fields.items())
         if record.exc_info:

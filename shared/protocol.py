@@ -142,6 +142,9 @@ class _Direction(Generic[F]):
             raise ProtocolError(
                 "not_msgpack", f"frame is not valid MessagePack: {error}"
             ) from error
+        except RecursionError:
+            # A few kilobytes of nested arrays reach the interpreter's recursion limit.
+            raise ProtocolError("invalid_frame", "frame is nested too deeply") from None
 
     def _explain(self, data: bytes, error: msgspec.ValidationError) -> ProtocolError:
         text = str(error)
@@ -162,7 +165,7 @@ _TYPE_TAG_PATH = re.compile(r"at `\$\.type`|required field `type`")
 def _frame_type_of(data: bytes) -> object:
     try:
         raw = msgspec.msgpack.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     return raw.get("type") if isinstance(raw, dict) else None
 

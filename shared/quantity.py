@@ -21,7 +21,7 @@ from fractions import Fraction
 
 DEFAULT_SHARE_BASE = 100
 
-_DECIMAL = re.compile(r"(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)")
+_DECIMAL = re.compile(r"([0-9]+(?:\.[0-9]+)?|\.[0-9]+)([A-Za-z]*)")  # ASCII digits only
 _MEMORY_SUFFIXES = {
     "": 1,
     "K": 10**3,
@@ -77,17 +77,32 @@ def parse_count(field: str, value: Number, *, unit: str = "") -> int:
 
 
 def format_cpu(pieces: int, *, share_base: int = DEFAULT_SHARE_BASE) -> str:
-    """Pieces as cores, the shortest exact decimal: 170 -> "1.7", 200 -> "2"."""
-    whole, rest = divmod(pieces, share_base)
-    if rest == 0:
-        return str(whole)
-    # share_base need not be a power of ten, so print the exact fraction as a decimal
-    # only when it has one; otherwise the exact "p/q" form.
+    """Pieces as cores, the shortest exact decimal: 170 -> "1.7", 200 -> "2".
+
+    A share_base with a prime factor other than 2 and 5 (3, say) can give a fraction
+    without a finite decimal; it is printed exactly as "p/q" instead.
+    """
     exact = Fraction(pieces, share_base)
-    decimal = Decimal(exact.numerator) / Decimal(exact.denominator)
-    if Fraction(decimal) == exact:
-        return format(decimal.normalize(), "f")
-    return f"{exact.numerator}/{exact.denominator}"
+    places = _decimal_places(exact.denominator)
+    if places is None:
+        return f"{exact.numerator}/{exact.denominator}"
+    sign = "-" if exact < 0 else ""
+    digits = str(abs(exact.numerator) * 10**places // exact.denominator).rjust(places + 1, "0")
+    if places == 0:
+        return sign + digits
+    return f"{sign}{digits[:-places]}.{digits[-places:]}".rstrip("0")
+
+
+def _decimal_places(denominator: int) -> int | None:
+    """How many decimal places 1/denominator needs, or None when it never ends."""
+    twos = fives = 0
+    while denominator % 2 == 0:
+        denominator //= 2
+        twos += 1
+    while denominator % 5 == 0:
+        denominator //= 5
+        fives += 1
+    return max(twos, fives) if denominator == 1 else None
 
 
 def format_memory(amount: int) -> str:
@@ -100,12 +115,16 @@ def format_memory(amount: int) -> str:
 
 
 def format_memory_approx(amount: int) -> str:
-    """Bytes for a human to read, one decimal in the largest fitting binary unit ("3.9Gi")."""
-    for suffix in ("Ti", "Gi", "Mi", "Ki"):
-        unit = _MEMORY_SUFFIXES[suffix]
-        if amount >= unit:
-            return f"{amount / unit:.1f}{suffix}"
-    return str(amount)
+    """Bytes for a human to read, to one decimal in the largest binary unit that keeps
+    the figure at least 1 ("3.9Gi"; 1048575 bytes is "1.0Mi", not "1024.0Ki")."""
+    if amount < 1024:
+        return str(amount)
+    suffixes = ("Ki", "Mi", "Gi", "Ti")
+    for suffix in suffixes[:-1]:
+        figure = round(amount / _MEMORY_SUFFIXES[suffix], 1)
+        if figure < 1024:
+            return f"{figure:.1f}{suffix}"
+    return f"{amount / _MEMORY_SUFFIXES['Ti']:.1f}Ti"
 
 
 def _scaled(field: str, value: Number, suffixes: dict[str, Fraction], expected: str) -> Fraction:

@@ -30,8 +30,11 @@ def notify(*assignments: str) -> bool:
     message = "\n".join(assignments).encode()
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            # Never block the event loop: if systemd's queue is full the datagram is
+            # dropped (the next watchdog ping comes soon) rather than waited for.
+            sock.setblocking(False)
             sock.connect(address)
-            sock.sendall(message)
+            sock.send(message)
     except OSError as error:
         log.warning("systemd notify failed", socket=address.lstrip("\0"), error=error)
         return False
