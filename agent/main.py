@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args(_with_default_command(sys.argv[1:] if argv is None else argv))
     config = load_config_or_exit("allot-agent", AgentConfig, args, env_prefix=ENV_PREFIX)
+    if args.command == "run" and not config.join_token:
+        print(f"allot-agent: join_token must be set (or {ENV_PREFIX}JOIN_TOKEN)", file=sys.stderr)
+        return 2
     configure(config.log_level)
     try:
         inventory = _discover(config)

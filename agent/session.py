@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 
 import aiohttp
 
@@ -38,8 +39,10 @@ from shared.sdnotify import notify
 
 log = get_logger("allot.agent")
 
-AGENT_VERSION = "0.1.0"
+AGENT_VERSION = importlib.metadata.version("allot")
 WELCOME_TIMEOUT_SECONDS = 10.0
+# Bounds connecting and the upgrade; an established websocket is not limited by it.
+HANDSHAKE_TIMEOUT = aiohttp.ClientTimeout(total=30.0)
 
 
 class Refused(Exception):
@@ -51,17 +54,15 @@ async def run_link(config: AgentConfig, inventory: Inventory) -> None:
     backoff = Backoff(initial=config.backoff_initial_seconds, cap=config.backoff_max_seconds)
     last_failure = ""
     log.info("connecting to coordinator", url=config.agent_url, node=config.name)
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(timeout=HANDSHAKE_TIMEOUT) as http:
         while True:
-            failure = ""
+            failure, report = "", log.warning
             try:
                 ended = await _session(http, config, inventory, backoff)
             except Refused as error:
-                failure = f"refused: {error}"
-                report = log.error
+                failure, report = f"refused: {error}", log.error
             except (aiohttp.ClientError, OSError, TimeoutError, ProtocolError) as error:
                 failure = _describe(error)
-                report = log.warning
             else:
                 log.warning("disconnected from coordinator", reason=ended)
                 notify(f"STATUS=disconnected ({ended}); reconnecting")

@@ -9,6 +9,7 @@ import hmac
 from collections.abc import Iterable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from coordinator.errors import Handler, Unauthorized
 
@@ -32,7 +33,7 @@ def token_matches(presented: str | None, accepted: Iterable[str]) -> bool:
     return found
 
 
-def api_tokens_middleware(api_tokens: Iterable[str]) -> web.middleware:  # type: ignore[valid-type]
+def api_tokens_middleware(api_tokens: Iterable[str]) -> Middleware:
     tokens = tuple(api_tokens)
 
     @web.middleware

@@ -39,10 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as error:
         log.error("cannot open the store", reason=error)
         return 1
-    except OSError as error:
-        log.error("cannot listen", host=config.host, port=config.port, reason=error.strerror)
+    except ListenError as error:
+        log.error("cannot listen", host=config.host, port=config.port, reason=error)
         return 1
     return 0
+
+
+class ListenError(Exception):
+    """The address cannot be bound (in use, not local, no permission)."""
 
 
 async def serve(config: CoordinatorConfig) -> None:
@@ -50,7 +54,10 @@ async def serve(config: CoordinatorConfig) -> None:
     await runner.setup()
     try:
         site = web.TCPSite(runner, config.host, config.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            raise ListenError(error.strerror or str(error)) from error
         host, port = runner.addresses[0][:2]
         url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         log.info(

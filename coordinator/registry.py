@@ -151,7 +151,18 @@ class NodeRegistry:
                 gpus=len(inventory.gpus),
                 address=record.address,
             )
-        elif previous.state != record.state or previous.reason != record.reason:
+            return
+        if previous.inventory != inventory:
+            before = previous.inventory
+            log.info(
+                "node inventory changed",
+                node=record.name,
+                cpus=f"{before.offered()} -> {inventory.offered()}",
+                memory=f"{before.memory} -> {inventory.memory}",
+                gpus=f"{len(before.gpus)} -> {len(inventory.gpus)}",
+                mig_devices=f"{before.mig_device_count()} -> {inventory.mig_device_count()}",
+            )
+        if (previous.state, previous.reason) != (record.state, record.reason):
             fields: dict[str, object] = {"node": record.name, "was": previous.state}
             if record.reason:
                 fields["reason"] = record.reason

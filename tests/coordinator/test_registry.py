@@ -7,12 +7,14 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from coordinator.nodes import NodeRecord, NodeState
 from coordinator.registry import NodeRegistry
 from coordinator.store import Entry, Store, StoreError, Txn, TxnResult
 from coordinator.store.sqlite import SqliteStore
+from shared.cpuset import CpuSet
 from shared.logs import fields_of
 from tests.builders import make_inventory
 
@@ -338,3 +340,33 @@ async def test_state_changes_are_logged_once(
     assert (fields[2]["reason"], fields[2]["was"]) == ("no heartbeat for 15s", "degraded")
     assert fields[3]["was"] == NodeState.LOST
     assert "reason" not in fields[3]
+
+
+async def test_a_hello_with_other_hardware_is_logged_as_an_inventory_change(
+    store: SqliteStore, clock: Clock, allot_logs: pytest.LogCaptureFixture
+) -> None:
+    registry = await load(store, clock)
+    await say_hello(registry)
+    allot_logs.clear()
+    fewer_cpus = msgspec.structs.replace(make_inventory(), reserved=CpuSet([0]))
+
+    await registry.hello("n1", inventory=fewer_cpus, address="10.0.0.7:41000", agent_version="x")
+
+    assert events(allot_logs) == [
+        (
+            logging.INFO,
+            "node inventory changed",
+            {
+                "node": "n1",
+                "cpus": "0-1 -> 1",
+                "memory": f"{2**30} -> {2**30}",
+                "gpus": "0 -> 0",
+                "mig_devices": "0 -> 0",
+            },
+        )
+    ]
+    reloaded = await load(store, clock)
+    assert reloaded.get("n1") == registry.get("n1")
+    record = registry.get("n1")
+    assert record is not None
+    assert record.inventory.offered() == CpuSet([1])

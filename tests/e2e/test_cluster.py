@@ -155,3 +155,15 @@ def test_under_systemd_both_notify_ready_ping_the_watchdog_and_log_priorities(
         assert lines, f"{service.name} logged nothing"
         assert all(line[:3] in ("<6>", "<4>", "<3>") for line in lines), lines
     assert "<6>registered with coordinator" in agent.text()
+
+
+def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        coordinator = Service.coordinator(tmp_path, port=port).start()
+        assert coordinator.process is not None
+        assert coordinator.process.wait(timeout=30) == 1
+    assert "ERROR cannot listen host=127.0.0.1" in coordinator.text()
+    assert "Traceback" not in coordinator.text()

@@ -1,4 +1,4 @@
-"""``allot-agent discover`` as an operator runs it: a real process, tables or JSON."""
+"""The `allot-agent` commands as an operator runs them: real processes."""
 
 from __future__ import annotations
 
@@ -57,3 +57,18 @@ def test_a_bad_setting_is_refused_before_anything_runs() -> None:
     assert result.returncode == 2
     assert "reserved_cpus" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_run_without_a_join_token_says_so() -> None:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
+    result = subprocess.run(
+        [AGENT, "run", "--server=http://127.0.0.1:9"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "allot-agent: join_token must be set (or ALLOT_AGENT_JOIN_TOKEN)\n",
+    )
