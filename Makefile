@@ -19,7 +19,7 @@ run: $(INSTALLED)
 	@scripts/run-local
 
 test: $(INSTALLED)
-	@if [ "$$ALLOT_SKIP_DOCKER_TESTS" = 1 ]; then echo "make: ALLOT_SKIP_DOCKER_TESTS=1: Docker tests will be skipped" >&2; else scripts/provision-docker; fi
+	@if [ "$$ALLOT_SKIP_DOCKER_TESTS" = 1 ]; then echo "make: ALLOT_SKIP_DOCKER_TESTS=1: Docker tests will be skipped" >&2; else scripts/provision; fi
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy coordinator agent shared tests

@@ -26,7 +26,7 @@ def unit_settings(name: str) -> dict[str, list[str]]:
 
 def test_systemd_analyze_verify_accepts_both_units_without_warnings(tmp_path: Path) -> None:
     analyze = shutil.which("systemd-analyze")
-    assert analyze, "systemd-analyze is missing: install Debian's systemd package"
+    assert analyze, "systemd-analyze is missing: run scripts/provision (as root)"
     # A root of our own: the units, the system's own units they refer to, and stand-ins
     # for the installed commands (verify checks that ExecStart names an executable).
     (tmp_path / "lib/systemd").mkdir(parents=True)

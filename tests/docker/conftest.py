@@ -1,6 +1,6 @@
 """The real Docker engine for the tests that enforce limits.
 
-``make test`` provisions the engine and the image (scripts/provision-docker). When no
+``make test`` provisions the engine and the image (scripts/provision). When no
 engine answers these tests fail, saying so; they are skipped only when a person asks for
 it with ALLOT_SKIP_DOCKER_TESTS=1.
 """
@@ -17,7 +17,7 @@ from docker.errors import DockerException, ImageNotFound
 IMAGE = "allot/busybox:test"
 OPT_OUT = "ALLOT_SKIP_DOCKER_TESTS"
 HOW_TO_FIX = (
-    "run scripts/provision-docker (as root it installs docker.io and busybox-static, starts"
+    "run scripts/provision (as root it installs docker.io and busybox-static, starts"
     f" dockerd and builds {IMAGE}), or set {OPT_OUT}=1 to skip the Docker tests on purpose"
 )
 
