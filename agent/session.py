@@ -19,8 +19,8 @@ import importlib.metadata
 
 import aiohttp
 
-from agent.backoff import Backoff
 from agent.config import AgentConfig
+from shared.backoff import Backoff
 from shared.inventory import Inventory
 from shared.logs import get_logger
 from shared.protocol import (

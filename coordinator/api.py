@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from coordinator.errors import NotFound
-from coordinator.keys import METRICS, REGISTRY
+from coordinator.keys import LEASES, METRICS, REGISTRY
 from shared.codec import to_json
 
 
@@ -30,7 +30,7 @@ async def get_node(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    text = request.app[METRICS].render(request.app[REGISTRY].all())
+    text = request.app[METRICS].render(request.app[REGISTRY].all(), request.app[LEASES].statuses())
     return web.Response(body=text, content_type="text/plain", charset="utf-8")
 
 

@@ -18,7 +18,9 @@ from coordinator.api import add_routes
 from coordinator.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.config import CoordinatorConfig
 from coordinator.errors import json_errors
-from coordinator.keys import CONFIG, HUB, METRICS, REGISTRY, STORE
+from coordinator.keys import CONFIG, HUB, LEASES, METRICS, REGISTRY, STORE
+from coordinator.lease_api import add_lease_routes
+from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
 from coordinator.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
@@ -38,9 +40,11 @@ def make_app(config: CoordinatorConfig) -> web.Application:
     app[METRICS] = Metrics()
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_registry)
+    app.cleanup_ctx.append(_leases)
     app.cleanup_ctx.append(_agent_hub)
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
+    add_lease_routes(app)
     app.router.add_get(AGENT_PATH, _agent_socket)
     return app
 
@@ -69,11 +73,34 @@ async def _registry(app: web.Application) -> AsyncIterator[None]:
     yield
 
 
+async def _leases(app: web.Application) -> AsyncIterator[None]:
+    config = app[CONFIG]
+    service = await LeaseService.load(app[STORE], config.resources)
+    app[LEASES] = service
+    sweeper = asyncio.create_task(_sweep_leases(service, config.lease_sweep_seconds))
+    yield
+    await _stop(sweeper)
+
+
+async def _sweep_leases(service: LeaseService, every: float) -> None:
+    """Drop expired leases of resources nobody asks about (requests drop their own)."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await service.sweep()
+        except Exception:
+            log.exception("dropping expired leases failed; retrying")
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def _agent_hub(app: web.Application) -> AsyncIterator[None]:
     hub = AgentHub(app[REGISTRY], app[CONFIG], app[METRICS])
     app[HUB] = hub
     watcher = asyncio.create_task(hub.watch_leases())
     yield
-    watcher.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
+    await _stop(watcher)

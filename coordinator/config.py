@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from coordinator.leases import ResourceTemplate, TemplateError, validate_templates
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 
 ENV_PREFIX = "ALLOT_COORDINATOR_"
@@ -36,6 +37,11 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         int, Meta(ge=4096, description="largest websocket frame accepted from an agent")
     ] = DEFAULT_MAX_FRAME_BYTES
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # [[resources]] in the TOML file only: capacity-lease templates, in matching order.
+    resources: list[ResourceTemplate] = []
+    lease_sweep_seconds: Annotated[
+        float, Meta(gt=0, description="how often expired capacity leases are dropped")
+    ] = 1.0
 
     def __post_init__(self) -> None:
         if len(self.join_token) < MIN_TOKEN_LENGTH:
@@ -47,6 +53,10 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 f"api_tokens at positions {short} are shorter than {MIN_TOKEN_LENGTH} characters"
             )
+        try:
+            validate_templates(self.resources)
+        except TemplateError as error:
+            raise ValueError(f"resources: {error.message}") from None
         if self.heartbeat_seconds >= self.lease_seconds:
             raise ValueError(
                 f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be shorter than"

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
+from coordinator.store import StoreError
 from shared.codec import to_json
 from shared.logs import get_logger
 
@@ -21,10 +22,18 @@ class ApiError(Exception):
     status = 400
     code = "bad_request"
 
-    def __init__(self, message: str, *, details: Mapping[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        details: Mapping[str, object] | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.details = dict(details or {})
+        if code is not None:
+            self.code = code
 
 
 class Unauthorized(ApiError):
@@ -54,6 +63,9 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return await handler(request)
     except ApiError as error:
         return error_response(error.status, error.code, error.message, error.details)
+    except StoreError as error:
+        log.error("store unavailable", method=request.method, path=request.path, reason=error)
+        return error_response(503, "store_unavailable", "the state store failed; nothing changed")
     except web.HTTPException as error:
         if error.status < 400:
             raise

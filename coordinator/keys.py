@@ -6,6 +6,7 @@ from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
+from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
 from coordinator.registry import NodeRegistry
 from coordinator.store import Store
@@ -15,3 +16,4 @@ METRICS = web.AppKey("metrics", Metrics)
 STORE = web.AppKey("store", Store)
 REGISTRY = web.AppKey("registry", NodeRegistry)
 HUB = web.AppKey("hub", AgentHub)
+LEASES = web.AppKey("leases", LeaseService)

@@ -60,6 +60,9 @@ def load(
         from_env = {
             var[len(env_prefix) :].lower(): var for var in environ if var.startswith(env_prefix)
         }
+        for key, var in from_env.items():
+            if key in fields and _file_only(fields[key]):
+                raise ConfigError(f"environment variable {var}: {key} can only be set in a file")
         values = {
             key: _split_if_list(fields.get(key), environ[var]) for key, var in from_env.items()
         }
@@ -76,6 +79,8 @@ def load(
 def add_flags(parser: argparse.ArgumentParser, spec: type[msgspec.Struct]) -> None:
     """One ``--kebab-case`` flag per setting; only flags given on the line override."""
     for name, info in _field_types(spec).items():
+        if _file_only(info):
+            continue
         flag = "--" + name.replace("_", "-")
         help_text = _description(info)
         if isinstance(_unwrap(info), msgspec.inspect.BoolType):
@@ -129,6 +134,14 @@ def _explain(message: str, source: Mapping[str, str]) -> str:
         key = path[:-1].split(".")[0].split("[")[0]
         return f"{source.get(key, key)}: {head}"
     return message
+
+
+def _file_only(info: msgspec.inspect.Type) -> bool:
+    """Tables (structs, lists of structs) have no one-line form for a flag or a variable."""
+    inner = _unwrap(info)
+    if isinstance(inner, msgspec.inspect.ListType):
+        inner = _unwrap(inner.item_type)
+    return isinstance(inner, msgspec.inspect.StructType)
 
 
 def _unwrap(info: msgspec.inspect.Type) -> msgspec.inspect.Type:

@@ -17,6 +17,7 @@ from agent.config import AgentConfig
 from agent.session import run_link
 from shared.logs import fields_of
 from tests.builders import make_inventory
+from tests.polling import eventually
 
 TOKEN = "agent-session-token-0123456789"
 Script = Callable[[web.WebSocketResponse, dict[str, Any]], Awaitable[None]]
@@ -87,14 +88,6 @@ async def running(coordinator: ScriptedCoordinator) -> AsyncIterator[asyncio.Tas
         with contextlib.suppress(asyncio.CancelledError):
             await link
         await runner.cleanup()
-
-
-async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None:
-    for _ in range(int(within / 0.02)):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition never held")
 
 
 @pytest.fixture

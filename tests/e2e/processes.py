@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ class Service:
         self.process: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def coordinator(cls, workdir: Path, *, port: int = 0) -> Service:
+    def coordinator(cls, workdir: Path, *, port: int = 0, toml: str = "") -> Service:
+        """A coordinator on loopback; ``toml`` is its config file (e.g. [[resources]])."""
         env = {
             "ALLOT_COORDINATOR_JOIN_TOKEN": JOIN_TOKEN,
             "ALLOT_COORDINATOR_API_TOKENS": API_TOKEN,
@@ -44,6 +46,9 @@ class Service:
             f"--lease-seconds={LEASE_SECONDS}",
             f"--heartbeat-seconds={HEARTBEAT_SECONDS}",
         ]
+        if toml:
+            (workdir / "coordinator.toml").write_text(toml)
+            argv.append(f"--config={workdir / 'coordinator.toml'}")
         return cls("coordinator", argv, env, workdir / "coordinator.log")
 
     @classmethod
@@ -107,6 +112,18 @@ def allotctl(server: str, *args: str, token: str = API_TOKEN) -> subprocess.Comp
         text=True,
         timeout=30,
     )
+
+
+def api(server: str, path: str, body: object | None = None) -> Any:
+    """GET (or POST ``body`` as JSON to) the API with the test's token; the decoded answer."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        server + path,
+        data=data,
+        headers={"Authorization": f"Bearer {API_TOKEN}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
 
 
 def nodes_json(server: str) -> dict[str, dict[str, Any]]:

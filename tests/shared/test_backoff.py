@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.backoff import Backoff
+from shared.backoff import Backoff
 
 
 def delays(backoff: Backoff, count: int) -> list[float]:

@@ -1,0 +1,181 @@
+"""How ``allotctl`` shows what the API returns: each view takes the response body (JSON)
+and gives the text a person reads."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+
+from coordinator.lease_service import ResourceStatus
+from coordinator.leases import LeaseState, ResourceTemplate
+from coordinator.nodes import NodeRecord
+from shared.codec import json_decoder
+from shared.inventory_text import describe_inventory
+from shared.quantity import format_memory_approx
+from shared.text import table
+
+
+class NodeList(msgspec.Struct):
+    nodes: list[NodeRecord]
+
+
+class ResourceList(msgspec.Struct):
+    templates: list[ResourceTemplate]
+    resources: list[ResourceStatus]
+
+
+class LeaseList(msgspec.Struct):
+    resource_id: str
+    leases: list[LeaseState]
+
+
+class ResourceView(msgspec.Struct):
+    status: ResourceStatus
+    leases: LeaseList
+
+
+_nodes: msgspec.json.Decoder[NodeList] = json_decoder(NodeList)
+_node: msgspec.json.Decoder[NodeRecord] = json_decoder(NodeRecord)
+_resources: msgspec.json.Decoder[ResourceList] = json_decoder(ResourceList)
+_resource: msgspec.json.Decoder[ResourceView] = json_decoder(ResourceView)
+
+
+def nodes_table(body: bytes) -> str:
+    nodes = _nodes.decode(body).nodes
+    if not nodes:
+        return "no nodes have registered yet"
+    rows = []
+    for node in nodes:
+        inventory = node.inventory
+        gpus = str(len(inventory.gpus))
+        if inventory.mig_device_count():
+            gpus += f" (MIG {inventory.mig_device_count()})"
+        rows.append(
+            (
+                node.name,
+                node.state,
+                f"{len(inventory.offered())}/{len(inventory.online)}",
+                inventory.core_count(),
+                len(inventory.numa_nodes),
+                format_memory_approx(inventory.memory),
+                gpus,
+                age(node.state_since),
+                node.reason or "-",
+            )
+        )
+    headers = ["NAME", "STATE", "CPUS", "CORES", "NUMA", "MEMORY", "GPUS", "SINCE", "REASON"]
+    return table(headers, rows)
+
+
+def node_details(body: bytes) -> str:
+    node = _node.decode(body)
+    head = [
+        ("name", node.name),
+        ("state", f"{node.state} for {age(node.state_since)}"),
+        ("reason", node.reason or "-"),
+        ("registered", f"{timestamp(node.registered_at)} ({age(node.registered_at)} ago)"),
+        ("agent", f"{node.agent_version or 'unknown version'} at {node.address or '?'}"),
+    ]
+    return table(None, head) + "\n\n" + describe_inventory(node.inventory)
+
+
+def resources_tables(body: bytes) -> str:
+    listing = _resources.decode(body)
+    if not listing.templates and not listing.resources:
+        return "no resource templates are configured"
+    templates = table(
+        ["TEMPLATE", "KIND", "CAPACITY", "SAFE", "LEASE", "REFRESH", "LEARNING", "DESCRIPTION"],
+        [
+            (
+                t.identifier_glob,
+                t.algorithm.kind,
+                amount(t.capacity),
+                amount(t.safe_capacity),
+                f"{t.algorithm.lease_length:g}s",
+                f"{t.algorithm.refresh_interval:g}s",
+                f"{t.learning_window:g}s",
+                t.description or "-",
+            )
+            for t in listing.templates
+        ],
+    )
+    if not listing.resources:
+        return templates + "\n\nno resource has been requested yet"
+    resources = table(
+        ["RESOURCE", "TEMPLATE", "KIND", "CAPACITY", "HAS", "WANTS", "CLIENTS", "LEARNING"],
+        [
+            (
+                r.resource_id,
+                r.template or "-",
+                r.kind,
+                amount(r.capacity),
+                amount(r.sum_has),
+                amount(r.sum_wants),
+                r.clients,
+                "yes" if r.learning else "no",
+            )
+            for r in listing.resources
+        ],
+    )
+    return templates + "\n\n" + resources
+
+
+def resource_details(body: bytes) -> str:
+    view = _resource.decode(body)
+    status = view.status
+    head = table(
+        None,
+        [
+            ("resource", status.resource_id),
+            ("template", status.template or "- (no template matches any more)"),
+            ("algorithm", status.kind),
+            ("capacity", amount(status.capacity)),
+            ("safe capacity", amount(status.safe_capacity)),
+            ("leased (has)", amount(status.sum_has)),
+            ("wanted", amount(status.sum_wants)),
+            ("clients", str(status.clients)),
+            ("lease", f"{status.lease_length:g}s, refreshed every {status.refresh_interval:g}s"),
+            ("learning", "yes" if status.learning else "no"),
+        ],
+    )
+    if not view.leases.leases:
+        return head + "\n\nno leases"
+    now = time.time()
+    leases = table(
+        ["CLIENT", "HAS", "WANTS", "SUBCLIENTS", "PRIORITY", "EXPIRES IN"],
+        [
+            (
+                lease.client_id,
+                amount(lease.has),
+                amount(lease.wants),
+                lease.subclients,
+                lease.priority,
+                f"{max(0.0, lease.expiry_time - now):.1f}s",
+            )
+            for lease in view.leases.leases
+        ],
+    )
+    return head + "\n\n" + leases
+
+
+def amount(value: float | None) -> str:
+    """A capacity as an operator reads it: '-' when unset, 'unlimited' for -1."""
+    if value is None:
+        return "-"
+    if value == -1:
+        return "unlimited"
+    return f"{value:.6g}"
+
+
+def age(since: float, now: float | None = None) -> str:
+    """A duration as an operator reads it at a glance: 45s, 12m, 5h, 3d."""
+    seconds = max(0, int((time.time() if now is None else now) - since))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def timestamp(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))

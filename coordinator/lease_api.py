@@ -1,0 +1,116 @@
+"""The lease API: capacity requests and releases (leases spec 2), resource templates,
+and each resource's status and leases. Handlers decode, call the service, encode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from coordinator.api import json_response
+from coordinator.errors import ApiError, NotFound
+from coordinator.keys import LEASES
+from coordinator.lease_service import LeaseRequestError
+from coordinator.leases import ResourceTemplate
+from shared.codec import json_decoder
+from shared.lease_protocol import CapacityRequest, ReleaseRequest
+
+_decode_capacity: msgspec.json.Decoder[CapacityRequest] = json_decoder(CapacityRequest)
+_decode_release: msgspec.json.Decoder[ReleaseRequest] = json_decoder(ReleaseRequest)
+_decode_object: msgspec.json.Decoder[dict[str, Any]] = json_decoder(dict[str, Any])
+
+
+async def _body(request: web.Request, decoder: msgspec.json.Decoder[Any]) -> Any:
+    try:
+        return decoder.decode(await request.read())
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise ApiError(f"invalid request body: {error}", code="invalid_request") from error
+
+
+def _refused(error: LeaseRequestError) -> ApiError:
+    return ApiError(error.message, details=error.details, code=error.code)
+
+
+async def capacity(request: web.Request) -> web.Response:
+    body: CapacityRequest = await _body(request, _decode_capacity)
+    try:
+        answer = await request.app[LEASES].capacity(body)
+    except LeaseRequestError as error:
+        raise _refused(error) from error
+    return json_response(answer)
+
+
+async def release(request: web.Request) -> web.Response:
+    body: ReleaseRequest = await _body(request, _decode_release)
+    await request.app[LEASES].release(body)
+    return json_response({})
+
+
+async def put_template(request: web.Request) -> web.Response:
+    glob = request.match_info["id"]
+    fields: dict[str, Any] = await _body(request, _decode_object)
+    if fields.setdefault("identifier_glob", glob) != glob:
+        raise ApiError(
+            f"identifier_glob {fields['identifier_glob']!r} differs from the path's {glob!r}",
+            code="invalid_template",
+        )
+    try:
+        template = msgspec.convert(fields, ResourceTemplate)
+    except msgspec.ValidationError as error:
+        raise ApiError(f"invalid resource template: {error}", code="invalid_template") from error
+    try:
+        await request.app[LEASES].put_template(template)
+    except LeaseRequestError as error:
+        raise _refused(error) from error
+    return json_response(template)
+
+
+async def get_template(request: web.Request) -> web.Response:
+    glob = request.match_info["id"]
+    for template in request.app[LEASES].templates:
+        if template.identifier_glob == glob:
+            return json_response(template)
+    raise NotFound(f"no resource template {glob!r}", details={"template": glob})
+
+
+async def delete_template(request: web.Request) -> web.Response:
+    glob = request.match_info["id"]
+    try:
+        deleted = await request.app[LEASES].delete_template(glob)
+    except LeaseRequestError as error:
+        raise _refused(error) from error
+    if not deleted:
+        raise NotFound(f"no resource template {glob!r}", details={"template": glob})
+    return json_response({})
+
+
+async def list_resources(request: web.Request) -> web.Response:
+    service = request.app[LEASES]
+    return json_response({"templates": service.templates, "resources": service.statuses()})
+
+
+async def resource_status(request: web.Request) -> web.Response:
+    resource_id = request.match_info["id"]
+    status = request.app[LEASES].status(resource_id)
+    if status is None:
+        message = f"no resource {resource_id!r}: it matches no template and holds no lease"
+        raise NotFound(message, details={"resource": resource_id})
+    return json_response(status)
+
+
+async def resource_leases(request: web.Request) -> web.Response:
+    resource_id = request.match_info["id"]
+    leases = request.app[LEASES].leases(resource_id)
+    return json_response({"resource_id": resource_id, "leases": leases})
+
+
+def add_lease_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/capacity", capacity)
+    app.router.add_post("/v1/capacity/release", release)
+    app.router.add_get("/v1/resources", list_resources)
+    app.router.add_put("/v1/resources/{id}", put_template)
+    app.router.add_get("/v1/resources/{id}", get_template)
+    app.router.add_delete("/v1/resources/{id}", delete_template)
+    app.router.add_get("/v1/resources/{id}/status", resource_status)
+    app.router.add_get("/v1/resources/{id}/leases", resource_leases)
