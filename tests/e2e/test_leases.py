@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import Service, api
+from tests.e2e.processes import Service, allotctl, api
 
 pytestmark = pytest.mark.e2e
 
@@ -67,3 +67,34 @@ def test_leases_survive_kill_9_and_restart_without_learning(
     leases = api(server, "/v1/resources/db.write/leases")["leases"]
     assert {lease["client_id"]: lease["has"] for lease in leases} == {"c0": 60, "c1": 40}
     assert grant(server, "c2", 50) == 0  # nothing is free: the restored leases still count
+    tables = allotctl(server, "resources")
+    assert tables.returncode == 0, tables.stderr
+    template_header, template_row, _, resource_header, resource_row = tables.stdout.splitlines()
+    assert template_header.split()[:4] == ["TEMPLATE", "KIND", "CAPACITY", "SAFE"]
+    assert template_row.split()[:4] == ["db.write", "FAIR_SHARE", "100", "5"]
+    assert resource_header.split() == [
+        "RESOURCE", "TEMPLATE", "KIND", "CAPACITY", "HAS", "WANTS", "CLIENTS", "LEARNING",
+    ]  # fmt: skip
+    assert resource_row.split() == [
+        "db.write",
+        "db.write",
+        "FAIR_SHARE",
+        "100",
+        "100",
+        "210",
+        "3",
+        "no",
+    ]
+    details = allotctl(server, "resource", "db.write")
+    assert details.returncode == 0, details.stderr
+    lines = details.stdout.splitlines()
+    assert "leased (has)   100" in lines
+    header = next(i for i, line in enumerate(lines) if line.startswith("CLIENT"))
+    assert [line.split()[:3] for line in lines[header + 1 :]] == [
+        ["c0", "60", "60"],
+        ["c1", "40", "100"],
+        ["c2", "0", "50"],
+    ]
+    missing = allotctl(server, "resource", "nothing.matches")
+    assert missing.returncode == 1
+    assert "no resource 'nothing.matches'" in missing.stderr
