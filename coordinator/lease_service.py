@@ -31,6 +31,7 @@ from coordinator.leases import (
     LeaseTable,
     ResourceTemplate,
     TemplateError,
+    apply_template,
     match_template,
     table_for,
     validate_templates,
@@ -198,14 +199,8 @@ class LeaseService:
         if template is None or lease.expiry_time <= now:
             change.deletes.append(key)
             return 0
-        self._table(resource_id, template).assign(
-            client_id,
-            has=lease.has,
-            wants=lease.wants,
-            expiry_time=lease.expiry_time,
-            subclients=lease.subclients,
-            priority=lease.priority,
-        )
+        state = LeaseState(client_id, **msgspec.structs.asdict(lease))
+        _put_back(self._table(resource_id, template), state)
         return 1
 
     @property
@@ -308,15 +303,7 @@ class LeaseService:
         for resource_id, table in self._tables.items():
             template = match_template(self._templates, resource_id)
             if template is not None:
-                algorithm = template.algorithm
-                table.reconfigure(
-                    algorithm.kind,
-                    template.capacity,
-                    lease_length=algorithm.lease_length,
-                    refresh_interval=algorithm.refresh_interval,
-                    learning_mode_duration=template.learning_window,
-                    safe_capacity=template.safe_capacity,
-                )
+                apply_template(table, template)
 
     async def sweep(self) -> int:
         """Drop every expired lease, and tables left empty without a template; persist."""
@@ -395,13 +382,18 @@ def _restorer(
         if before is None:
             table.release(client_id)
         else:
-            table.assign(
-                client_id,
-                has=before.has,
-                wants=before.wants,
-                expiry_time=before.expiry_time,
-                subclients=before.subclients,
-                priority=before.priority,
-            )
+            _put_back(table, before)
 
     return restore
+
+
+def _put_back(table: LeaseTable, lease: LeaseState) -> None:
+    """Hold ``lease`` in ``table`` exactly as it was (from the store, or undoing)."""
+    table.assign(
+        lease.client_id,
+        has=lease.has,
+        wants=lease.wants,
+        expiry_time=lease.expiry_time,
+        subclients=lease.subclients,
+        priority=lease.priority,
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,17 +20,6 @@ from tests.e2e.processes import (
 
 pytestmark = pytest.mark.e2e
 NODE = "e2e-node"
-
-
-@pytest.fixture
-def services() -> Iterator[list[Service]]:
-    """Every service a test starts; whatever is still running is stopped afterwards."""
-    started: list[Service] = []
-    yield started
-    for service in started:
-        if service.process is not None and service.process.poll() is None:
-            service.process.kill()
-            service.process.wait(timeout=10)
 
 
 def start_coordinator(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,16 +25,6 @@ learning_mode_duration = 60
 """
 
 
-@pytest.fixture
-def coordinators() -> Iterator[list[Service]]:
-    started: list[Service] = []
-    yield started
-    for service in started:
-        if service.process is not None and service.process.poll() is None:
-            service.process.kill()
-            service.process.wait(timeout=10)
-
-
 def grant(server: str, client: str, wants: float, has: float = 0) -> float:
     body = {
         "client_id": client,
@@ -46,10 +35,10 @@ def grant(server: str, client: str, wants: float, has: float = 0) -> float:
 
 
 def test_leases_survive_kill_9_and_restart_without_learning(
-    tmp_path: Path, coordinators: list[Service]
+    tmp_path: Path, services: list[Service]
 ) -> None:
     first = Service.coordinator(tmp_path, toml=TEMPLATES).start()
-    coordinators.append(first)
+    services.append(first)
     server = first.wait_for(r"coordinator listening url=(\S+)").group(1)
     first.wait_for(r"leases loaded .* learning=true")
     # A fresh store learns: each client is granted exactly what it reports holding.
@@ -59,7 +48,7 @@ def test_leases_survive_kill_9_and_restart_without_learning(
 
     port = int(server.rsplit(":", 1)[1])
     second = Service.coordinator(tmp_path, port=port, toml=TEMPLATES).start()
-    coordinators.append(second)
+    services.append(second)
     second.wait_for(r"coordinator listening")
     second.wait_for(r"leases loaded templates=1 resources=1 leases=2 dropped=0 learning=false")
     status = api(server, "/v1/resources/db.write/status")
