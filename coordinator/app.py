@@ -22,6 +22,7 @@ from coordinator.keys import CONFIG, HUB, LEASES, METRICS, REGISTRY, STORE
 from coordinator.lease_api import add_lease_routes
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
+from coordinator.plan_api import add_plan_routes
 from coordinator.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
 from shared.logs import get_logger
@@ -45,6 +46,7 @@ def make_app(config: CoordinatorConfig) -> web.Application:
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
     add_lease_routes(app)
+    add_plan_routes(app)
     app.router.add_get(AGENT_PATH, _agent_socket)
     return app
 

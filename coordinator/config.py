@@ -36,6 +36,9 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_frame_bytes: Annotated[
         int, Meta(ge=4096, description="largest websocket frame accepted from an agent")
     ] = DEFAULT_MAX_FRAME_BYTES
+    share_base: Annotated[
+        int, Meta(ge=1, le=10_000, description="CPU pieces per core, cluster-wide")
+    ] = 100
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # [[resources]] in the TOML file only: capacity-lease templates, in matching order.
     resources: list[ResourceTemplate] = []

@@ -46,6 +46,13 @@ class NotFound(ApiError):
     code = "not_found"
 
 
+class Conflict(ApiError):
+    """The request is valid but the cluster's state cannot satisfy it (capacity, ...)."""
+
+    status = 409
+    code = "conflict"
+
+
 def error_response(
     status: int, code: str, message: str, details: Mapping[str, object] | None = None
 ) -> web.Response:

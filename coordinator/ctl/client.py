@@ -21,9 +21,20 @@ class ApiClient:
 
     def get(self, path: str) -> bytes:
         """The body of a successful GET; an HTTP error raises with the server's message."""
+        return self._send(urllib.request.Request(self.server + path))
+
+    def post(self, path: str, body: object) -> bytes:
+        """The body of a successful POST of ``body`` as JSON."""
         request = urllib.request.Request(
-            self.server + path, headers={"Authorization": f"Bearer {self._token}"}
+            self.server + path,
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
         )
+        return self._send(request)
+
+    def _send(self, request: urllib.request.Request) -> bytes:
+        request.add_header("Authorization", f"Bearer {self._token}")
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
                 body: bytes = response.read()

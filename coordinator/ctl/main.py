@@ -2,6 +2,8 @@
 
     allotctl nodes                 every node            allotctl node NAME       one node
     allotctl resources             lease resources       allotctl resource ID     one, with leases
+    allotctl plan --cpu 1.7 --memory 512Mi --count 10 [--cpu-bind] [--strategy auto]
+                                   where 10 such containers would go (commits nothing)
 
 Every command takes ``--json`` to print the API's own JSON instead of tables. The server
 and token come from ``--server``/``--token`` or ``ALLOT_SERVER``/``ALLOT_TOKEN``.
@@ -10,47 +12,100 @@ and token come from ``--server``/``--token`` or ``ALLOT_SERVER``/``ALLOT_TOKEN``
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from coordinator.ctl.client import ApiClient, ApiClientError, quote
 from coordinator.ctl.views import (
     node_details,
     nodes_table,
+    plan_tables,
     resource_details,
     resources_tables,
 )
 
 DEFAULT_SERVER = "http://127.0.0.1:7600"
+STRATEGIES = ("auto", "each", "fill", "global", "drained")
 
-# command -> (what it reads from the API, how a person reads it)
-Show = Callable[[ApiClient, argparse.Namespace], tuple[bytes, Callable[[bytes], str]]]
-
-
-def _nodes(client: ApiClient, args: argparse.Namespace) -> tuple[bytes, Callable[[bytes], str]]:
-    return client.get("/v1/nodes"), nodes_table
+Render = Callable[[bytes], str]
 
 
-def _node(client: ApiClient, args: argparse.Namespace) -> tuple[bytes, Callable[[bytes], str]]:
-    return client.get(f"/v1/nodes/{quote(args.name)}"), node_details
+@dataclass(frozen=True)
+class Command:
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    fetch: Callable[[ApiClient, argparse.Namespace], bytes]  # the API's JSON
+    render: Render  # the same for a person
 
 
-def _resources(client: ApiClient, args: argparse.Namespace) -> tuple[bytes, Callable[[bytes], str]]:
-    return client.get("/v1/resources"), resources_tables
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    return None
 
 
-def _resource(client: ApiClient, args: argparse.Namespace) -> tuple[bytes, Callable[[bytes], str]]:
+def _one(name: str) -> Callable[[argparse.ArgumentParser], None]:
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(name)
+
+    return add
+
+
+def _plan_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpu", required=True, help='cores per container, e.g. "1.7"')
+    parser.add_argument("--memory", default="0", help='memory per container, e.g. "512Mi"')
+    parser.add_argument("--count", type=int, required=True, help="containers to place")
+    parser.add_argument("--strategy", choices=STRATEGIES, default="auto")
+    parser.add_argument("--nodes-limit", type=int, default=0, help="strategy's node limit")
+    parser.add_argument("--cpu-bind", action="store_true", help="exclusive cores (cpuset)")
+    parser.add_argument(
+        "--nodes-file", type=Path, help="JSON list of nodes to plan on instead of the cluster's"
+    )
+
+
+def _plan(client: ApiClient, args: argparse.Namespace) -> bytes:
+    body: dict[str, object] = {
+        "request": {"cpu": args.cpu, "memory": args.memory, "cpu_bind": args.cpu_bind},
+        "count": args.count,
+        "strategy": args.strategy,
+        "nodes_limit": args.nodes_limit,
+    }
+    if args.nodes_file is not None:
+        body["nodes"] = json.loads(args.nodes_file.read_text())
+    return client.post("/v1/plans", body)
+
+
+def _resource(client: ApiClient, args: argparse.Namespace) -> bytes:
     status = client.get(f"/v1/resources/{quote(args.id)}/status")
     leases = client.get(f"/v1/resources/{quote(args.id)}/leases")
-    return b'{"status": %s, "leases": %s}' % (status, leases), resource_details
+    return b'{"status": %s, "leases": %s}' % (status, leases)
 
 
-COMMANDS: dict[str, tuple[Show, str, str | None]] = {
-    "nodes": (_nodes, "list the nodes", None),
-    "node": (_node, "show one node in detail", "name"),
-    "resources": (_resources, "list lease resources and their templates", None),
-    "resource": (_resource, "show one lease resource with its leases", "id"),
+COMMANDS: dict[str, Command] = {
+    "nodes": Command("list the nodes", _no_arguments, lambda c, a: c.get("/v1/nodes"), nodes_table),
+    "node": Command(
+        "show one node in detail",
+        _one("name"),
+        lambda c, a: c.get(f"/v1/nodes/{quote(a.name)}"),
+        node_details,
+    ),
+    "resources": Command(
+        "list lease resources and their templates",
+        _no_arguments,
+        lambda c, a: c.get("/v1/resources"),
+        resources_tables,
+    ),
+    "resource": Command(
+        "show one lease resource with its leases", _one("id"), _resource, resource_details
+    ),
+    "plan": Command(
+        "show where containers would be placed (commits nothing)",
+        _plan_arguments,
+        _plan,
+        plan_tables,
+    ),
 }
 
 
@@ -59,13 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.token:
         print("allotctl: no API token: pass --token or set ALLOT_TOKEN", file=sys.stderr)
         return 2
-    show, _, _ = COMMANDS[args.command]
+    command = COMMANDS[args.command]
     try:
-        body, render = show(ApiClient(args.server, args.token), args)
-    except ApiClientError as error:
+        body = command.fetch(ApiClient(args.server, args.token), args)
+    except (ApiClientError, OSError, ValueError) as error:
         print(f"allotctl: {error}", file=sys.stderr)
         return 1
-    print(body.decode() if args.json else render(body))
+    print(body.decode() if args.json else command.render(body))
     return 0
 
 
@@ -80,9 +135,8 @@ def _parser() -> argparse.ArgumentParser:
         "--token", default=os.environ.get("ALLOT_TOKEN", ""), help="API token (env ALLOT_TOKEN)"
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, (_, help_text, argument) in COMMANDS.items():
-        command = commands.add_parser(name, help=help_text)
-        if argument:
-            command.add_argument(argument)
-        command.add_argument("--json", action="store_true", help="print the API's JSON")
+    for name, command in COMMANDS.items():
+        sub = commands.add_parser(name, help=command.help)
+        command.arguments(sub)
+        sub.add_argument("--json", action="store_true", help="print the API's JSON")
     return parser

@@ -10,9 +10,10 @@ import msgspec
 from coordinator.lease_service import ResourceStatus
 from coordinator.leases import LeaseState, ResourceTemplate
 from coordinator.nodes import NodeRecord
+from coordinator.plan_api import PlanResponse
 from shared.codec import json_decoder
 from shared.inventory_text import describe_inventory
-from shared.quantity import format_memory_approx
+from shared.quantity import format_cpu, format_memory_approx
 from shared.text import table
 
 
@@ -39,6 +40,7 @@ _nodes: msgspec.json.Decoder[NodeList] = json_decoder(NodeList)
 _node: msgspec.json.Decoder[NodeRecord] = json_decoder(NodeRecord)
 _resources: msgspec.json.Decoder[ResourceList] = json_decoder(ResourceList)
 _resource: msgspec.json.Decoder[ResourceView] = json_decoder(ResourceView)
+_plan: msgspec.json.Decoder[PlanResponse] = json_decoder(PlanResponse)
 
 
 def nodes_table(body: bytes) -> str:
@@ -157,6 +159,43 @@ def resource_details(body: bytes) -> str:
         ],
     )
     return head + "\n\n" + leases
+
+
+def plan_tables(body: bytes) -> str:
+    plan = _plan.decode(body)
+    cpu = format_cpu(plan.cpu_pieces, share_base=plan.share_base)
+    mode = "cpu-bind" if plan.cpu_bind else "memory mode (CFS quota on the shared pool)"
+    memory = format_memory_approx(plan.memory) if plan.memory else "no memory bound"
+    head = table(
+        None,
+        [
+            ("request", f"{cpu} CPU + {memory} each, {mode}"),
+            ("placing", f"{plan.count} with strategy {plan.strategy}"),
+            ("capacity", f"{plan.capacity} more on {len(plan.nodes)} node(s)"),
+        ],
+    )
+    if not plan.nodes:
+        return head + "\n\nno ready nodes to plan on"
+    nodes = table(
+        ["NODE", "CAPACITY", "EXISTING", "DEPLOY"],
+        [(n.name, n.capacity, n.existing, n.deploy) for n in plan.nodes],
+    )
+    containers = [
+        (
+            node.name,
+            index,
+            c.docker.cpuset_cpus,
+            "-" if c.fragment is None else f"{c.fragment} ({c.cores[c.fragment]} pieces)",
+            "-" if c.numa is None else c.numa,
+            c.docker.cpu_shares,
+            "none" if c.docker.cpu_quota < 0 else c.docker.cpu_quota,
+            format_memory_approx(c.docker.mem_limit) if c.docker.mem_limit else "-",
+        )
+        for node in plan.nodes
+        for index, c in enumerate(node.containers, start=1)
+    ]
+    headers = ["NODE", "#", "CPUSET", "FRAGMENT", "NUMA", "SHARES", "QUOTA", "MEM LIMIT"]
+    return f"{head}\n\n{nodes}\n\n{table(headers, containers)}"
 
 
 def amount(value: float | None) -> str:

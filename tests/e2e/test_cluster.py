@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -155,3 +156,33 @@ def test_a_port_in_use_is_one_clear_error(tmp_path: Path) -> None:
         assert coordinator.process.wait(timeout=30) == 1
     assert "ERROR cannot listen host=127.0.0.1" in coordinator.text()
     assert "Traceback" not in coordinator.text()
+
+
+def test_allotctl_plans_on_this_host_and_on_inline_nodes(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    _, url = start_coordinator(tmp_path, services)
+    start_agent(tmp_path, services, url)
+    wait_for_node_state(url, NODE, "ready")
+    cpus = os.cpu_count() or 1
+    shown = allotctl(url, "plan", "--cpu", "1", "--memory", "64Mi", "--count", "1", "--cpu-bind")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "placing   1 with strategy auto" in lines
+    assert any(line.split()[:4] == [NODE, str(cpus), "0", "1"] for line in lines), lines
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text('[{"name": "big", "cores": 24, "memory": "64Gi"}]')
+    planned = allotctl(
+        url, "plan", "--cpu", "1.7", "--memory", "512Mi", "--count", "3", "--cpu-bind",
+        "--nodes-file", str(nodes), "--json",
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    # 1.7 CPU = one whole core + a 70-piece fragment; a fragment core holds one such
+    # fragment (100 // 70), so 24 cores make 12 whole + 12 fragment cores: 12 containers.
+    assert [(n["name"], n["capacity"], n["deploy"]) for n in plan["nodes"]] == [("big", 12, 3)]
+    too_many = allotctl(
+        url, "plan", "--cpu", "1", "--count", "999", "--cpu-bind", "--nodes-file", str(nodes)
+    )
+    assert too_many.returncode == 1
+    assert "(409 insufficient_capacity)" in too_many.stderr

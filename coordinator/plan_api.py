@@ -1,0 +1,155 @@
+"""``POST /v1/plans``: a what-if placement (Eru's CalculateCapacity). It commits nothing.
+
+For the registered ready nodes, or for nodes described inline, it answers each node's
+capacity for the request, how many containers the strategy would add where, and each
+container's cores, fragment core, NUMA node and Docker settings. A placement that
+cannot be made is 409 with the rule that failed and every node's capacity; a request
+that cannot be read is 400.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+from aiohttp import web
+
+from coordinator.api import json_response
+from coordinator.errors import ApiError, Conflict
+from coordinator.keys import CONFIG, REGISTRY
+from coordinator.nodes import NodeState
+from coordinator.placement import Node, Placement, PlacementError, Planner, Request, place
+from coordinator.plan_nodes import InlineNode, NodeSpecError, node_from_inventory, node_from_spec
+from shared.codec import json_decoder
+from shared.protocol import Limits
+
+
+class RequestSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    cpu: str | int | float
+    memory: str | int = 0
+    cpu_bind: bool = False
+
+
+class PlanRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    request: RequestSpec
+    count: int
+    strategy: str = "auto"
+    nodes_limit: int = 0
+    nodes: list[InlineNode] | None = None  # None: the registered ready nodes
+
+
+class PlannedContainer(msgspec.Struct, frozen=True, kw_only=True):
+    cores: dict[int, int]  # core id -> pieces; empty in memory mode
+    fragment: int | None  # the fragment core, if the request has a fraction of a core
+    numa: int | None  # the NUMA node of a NUMA-local plan
+    memory: int  # bytes charged to the node
+    docker: Limits
+
+
+class PlannedNode(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    capacity: int
+    existing: int
+    deploy: int
+    containers: list[PlannedContainer]
+
+
+class PlanResponse(msgspec.Struct, frozen=True, kw_only=True):
+    cpu_pieces: int
+    share_base: int
+    memory: int
+    cpu_bind: bool
+    strategy: str
+    count: int
+    capacity: int  # the sum over the nodes
+    nodes: list[PlannedNode]
+
+
+_decode_plan: msgspec.json.Decoder[PlanRequest] = json_decoder(PlanRequest)
+
+
+async def plan(request: web.Request) -> web.Response:
+    try:
+        body = _decode_plan.decode(await request.read())
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise ApiError(f"invalid plan request: {error}", code="invalid_request") from error
+    share_base = request.app[CONFIG].share_base
+    nodes, existing = _candidates(request, body, share_base)
+    try:
+        wanted = Request(body.request.cpu, body.request.memory, body.request.cpu_bind)
+        placement = place(nodes, wanted, body.count, body.strategy, body.nodes_limit, existing)
+    except PlacementError as error:
+        raise _refusal(error, nodes, body) from error
+    return json_response(_answer(placement, body, existing))
+
+
+def _candidates(
+    request: web.Request, body: PlanRequest, share_base: int
+) -> tuple[list[Node], dict[str, int]]:
+    if body.nodes is None:
+        ready = [r for r in request.app[REGISTRY].all() if r.state == NodeState.READY]
+        nodes = [node_from_inventory(r.name, r.inventory, share_base=share_base) for r in ready]
+        return nodes, {}
+    names = [spec.name for spec in body.nodes]
+    if len(set(names)) != len(names):
+        raise ApiError("inline nodes must have distinct names", code="invalid_request")
+    try:
+        nodes = [node_from_spec(spec, share_base=share_base) for spec in body.nodes]
+    except (NodeSpecError, PlacementError) as error:
+        raise ApiError(str(error), code="invalid_request") from error
+    return nodes, {spec.name: spec.existing for spec in body.nodes}
+
+
+def _refusal(error: PlacementError, nodes: Sequence[Node], body: PlanRequest) -> ApiError:
+    details = {key: value for key, value in error.details.items() if _plain(value)}
+    if error.kind == "invalid_request":
+        return ApiError(error.message, details=details, code=error.kind)
+    wanted = Request(body.request.cpu, body.request.memory, body.request.cpu_bind)
+    details["capacities"] = Planner(nodes, wanted).capacities()
+    return Conflict(error.message, details=details, code=error.kind)
+
+
+def _plain(value: object) -> bool:
+    """Whether a detail can go into the JSON error body as it is."""
+    return isinstance(value, str | int | float | bool | list | dict | tuple) or value is None
+
+
+def _answer(placement: Placement, body: PlanRequest, existing: dict[str, int]) -> PlanResponse:
+    resources = placement.resources
+    planned = []
+    for name in sorted(placement.capacities):
+        containers = [
+            PlannedContainer(
+                cores=dict(plan.cores),
+                fragment=plan.fragment,
+                numa=plan.numa,
+                memory=plan.memory,
+                docker=limits,
+            )
+            for plan, limits in zip(
+                placement.plans.get(name, []), placement.limits(name), strict=True
+            )
+        ]
+        planned.append(
+            PlannedNode(
+                name=name,
+                capacity=placement.capacities[name],
+                existing=existing.get(name, 0),
+                deploy=placement.deploy.get(name, 0),
+                containers=containers,
+            )
+        )
+    return PlanResponse(
+        cpu_pieces=resources.cpu_request,
+        share_base=resources.share_base,
+        memory=resources.memory_request,
+        cpu_bind=resources.cpu_bind,
+        strategy=body.strategy,
+        count=body.count,
+        capacity=sum(placement.capacities.values()),
+        nodes=planned,
+    )
+
+
+def add_plan_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/plans", plan)
