@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from heapq import nsmallest
 
-from coordinator.placement.errors import PlacementError
+from coordinator.placement.errors import PlacementError, invalid_request
 from coordinator.placement.node import Node, Plan
-from coordinator.placement.request import Normalized, Request, describe, invalid
+from coordinator.placement.request import Normalized, Request, describe
 from shared.quantity import format_memory
 
 AnyRequest = Request | Normalized
@@ -50,7 +50,7 @@ def demand(request: AnyRequest, share_base: int) -> Normalized:
     """The request as normalised resources for this share_base (section 4)."""
     if isinstance(request, Normalized):
         if request.share_base != share_base:
-            raise invalid(
+            raise invalid_request(
                 "share_base",
                 share_base,
                 f"the resources were normalised with share_base {request.share_base}",
@@ -58,7 +58,7 @@ def demand(request: AnyRequest, share_base: int) -> Normalized:
         return request
     if isinstance(request, Request):
         return request.normalized(share_base)
-    raise invalid("request", request, "is not a Request or Normalized resources")
+    raise invalid_request("request", request, "is not a Request or Normalized resources")
 
 
 # --- one pool without oversold cores: the closed form -----------------------------------
@@ -464,7 +464,7 @@ def pool_capacities(node: Node, request: AnyRequest) -> tuple[int, ...]:
     ``sum`` of it is ``node_capacity``. Cost O(c log c) without oversold cores."""
     need = demand(request, node.share_base)
     if not need.cpu_bind:
-        raise invalid("cpu_bind", False, "pool capacities are for cpu-bind requests")
+        raise invalid_request("cpu_bind", False, "pool capacities are for cpu-bind requests")
     return node_caps(node, need)
 
 
@@ -497,7 +497,7 @@ def cpu_plans(node: Node, request: AnyRequest, count: int) -> list[Plan]:
     and every pool's figures. Cost O(count * (X + 1) + c log c) without oversold cores.
     """
     if type(count) is not int or count < 0:
-        raise invalid("count", count, "must be an integer >= 0")
+        raise invalid_request("count", count, "must be an integer >= 0")
     need = demand(request, node.share_base)
     if not need.cpu_bind:
         capacity = memory_capacity(node, need)

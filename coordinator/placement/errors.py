@@ -28,3 +28,18 @@ class PlacementError(Exception):
         self.kind: Kind = kind
         self.message = message
         self.details = details
+
+
+def invalid_request(field: str, value: object, rule: str, **details: object) -> PlacementError:
+    """``invalid_request`` naming the field, the value and the rule (and the node, when
+    ``details`` names one)."""
+    node = details.get("node")
+    where = f"node {node}: " if node is not None else ""
+    return PlacementError(
+        "invalid_request",
+        f"{where}{field} = {value!r}: {rule}",
+        field=field,
+        value=value,
+        rule=rule,
+        **details,
+    )

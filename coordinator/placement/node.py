@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from coordinator.placement.errors import PlacementError
+from coordinator.placement.errors import invalid_request
 from coordinator.placement.request import DEFAULT_SHARE_BASE, check_share_base
 
 GiB = 2**30
@@ -85,7 +85,9 @@ class Node:
             shared = tuple(sorted(set(self.shared_pool)))
             for core in shared:
                 if core not in cores:
-                    raise _invalid(self.name, "shared_pool", core, "is not a core of the node")
+                    raise invalid_request(
+                        "shared_pool", core, "is not a core of the node", node=self.name
+                    )
         setattr_ = object.__setattr__
         setattr_(self, "cores", cores)
         setattr_(self, "numa", numa)
@@ -115,17 +117,6 @@ def _grouped(items: tuple[tuple[int, int], ...]) -> tuple[tuple[int, tuple[int, 
     return tuple((node, tuple(sorted(grouped[node]))) for node in sorted(grouped))
 
 
-def _invalid(node: str, field: str, value: object, rule: str) -> PlacementError:
-    return PlacementError(
-        "invalid_request",
-        f"node {node}: {field} {value!r} {rule}",
-        node=node,
-        field=field,
-        value=value,
-        rule=rule,
-    )
-
-
 def _all_ints(values: Collection[int]) -> bool:
     # Bulk check in C (set of types, min) first; see check_topology.
     return not values or (set(map(type, values)) <= _INT and min(values) >= 0)
@@ -134,7 +125,7 @@ def _all_ints(values: Collection[int]) -> bool:
 def _check_ints(node: str, field: str, values: Iterable[object], what: str) -> None:
     for value in values:
         if type(value) is not int or value < 0:
-            raise _invalid(node, field, value, f"is not {what}")
+            raise invalid_request(field, value, f"is not {what}", node=node)
 
 
 def check_topology(
@@ -152,18 +143,20 @@ def check_topology(
     ``invalid_request`` naming the node, field and value. Cost O(c log c).
     """
     if type(name) is not str:
-        raise _invalid(str(name), "name", name, "is not a string")
+        raise invalid_request("name", name, "is not a string", node=str(name))
     check_share_base(share_base)
     if not isinstance(cores, Mapping):
-        raise _invalid(name, "cores", cores, "is not a mapping of core id -> pieces")
+        raise invalid_request("cores", cores, "is not a mapping of core id -> pieces", node=name)
     # The whole-column checks run in C; the loops naming the culprit only on failure.
     if not (_all_ints(cores.keys()) and _all_ints(cores.values())):
         _check_ints(name, "cores: core id", cores.keys(), "a non-negative integer id")
         for core, pieces in cores.items():
             if type(pieces) is not int or pieces < 0:
-                raise _invalid(name, f"cores[{core}]", pieces, "is not a non-negative integer")
+                raise invalid_request(
+                    f"cores[{core}]", pieces, "is not a non-negative integer", node=name
+                )
     if type(memory) is not int or memory < 0:
-        raise _invalid(name, "memory", memory, "is not a non-negative integer of bytes")
+        raise invalid_request("memory", memory, "is not a non-negative integer of bytes", node=name)
     cores_out = dict(sorted(cores.items()))
     numa_out: dict[int, int] | None = None
     if numa:
@@ -173,30 +166,36 @@ def check_topology(
         if numa.keys() != cores.keys():
             for core in cores:
                 if core not in numa:
-                    raise _invalid(name, "numa", core, "misses this core (a map covers every core)")
+                    raise invalid_request(
+                        "numa", core, "misses this core (a map covers every core)", node=name
+                    )
             for core in numa:
                 if core not in cores:
-                    raise _invalid(name, "numa", core, "names a core the node does not have")
+                    raise invalid_request(
+                        "numa", core, "names a core the node does not have", node=name
+                    )
         numa_out = dict(sorted(numa.items()))
     numa_memory_out: dict[int, int] | None = None
     if numa_memory:
         if numa_out is None:
-            raise _invalid(name, "numa_memory", dict(numa_memory), "is set without a NUMA map")
+            raise invalid_request(
+                "numa_memory", dict(numa_memory), "is set without a NUMA map", node=name
+            )
         if not (_all_ints(numa_memory.keys()) and _all_ints(numa_memory.values())):
             _check_ints(name, "numa_memory: NUMA id", numa_memory.keys(), "a non-negative id")
             for node, amount in numa_memory.items():
                 if type(amount) is not int or amount < 0:
-                    raise _invalid(
-                        name, f"numa_memory[{node}]", amount, "is not a non-negative integer"
+                    raise invalid_request(
+                        f"numa_memory[{node}]", amount, "is not a non-negative integer", node=name
                     )
         ids = set(numa_out.values())
         if set(numa_memory) != ids:
             other = sorted(set(numa_memory) ^ ids)
-            raise _invalid(
-                name,
+            raise invalid_request(
                 "numa_memory",
                 sorted(numa_memory),
                 f"must name exactly the map's NUMA ids {sorted(ids)} (differs on {other})",
+                node=name,
             )
         numa_memory_out = dict(sorted(numa_memory.items()))
     return cores_out, numa_out, memory, numa_memory_out

@@ -38,8 +38,9 @@ from coordinator.placement.engine import (
     shortage,
     signature,
 )
+from coordinator.placement.errors import invalid_request
 from coordinator.placement.node import Node, Plan
-from coordinator.placement.request import Normalized, invalid
+from coordinator.placement.request import Normalized
 from coordinator.placement.strategies import NodeInfo, distribute
 from shared.protocol import Limits
 
@@ -105,13 +106,15 @@ class Planner:
         self.by_name: dict[str, Node] = {}
         for node in self.nodes:
             if not isinstance(node, Node):
-                raise invalid("nodes", node, "must be Node views")
+                raise invalid_request("nodes", node, "must be Node views")
             if node.name in self.by_name:
-                raise invalid("nodes", node.name, "node names must be unique")
+                raise invalid_request("nodes", node.name, "node names must be unique")
             self.by_name[node.name] = node
         bases = {node.share_base for node in self.nodes}
         if len(bases) > 1:
-            raise invalid("share_base", sorted(bases), "is cluster-wide: one value for all nodes")
+            raise invalid_request(
+                "share_base", sorted(bases), "is cluster-wide: one value for all nodes"
+            )
         self.share_base = bases.pop() if bases else 100
         self.resources = demand(request, self.share_base)
         self._caps: dict[str, tuple[int, ...]] = {}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from coordinator.placement.errors import PlacementError
+from coordinator.placement.errors import invalid_request
 from shared.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
 
 MiB = 2**20
@@ -86,13 +86,15 @@ class Request:
     def __post_init__(self) -> None:
         check_flag("cpu_bind", self.cpu_bind)
         if isinstance(self.cpu, bool):
-            raise invalid("cpu", self.cpu, "must be a number of cores, not a boolean")
+            raise invalid_request("cpu", self.cpu, "must be a number of cores, not a boolean")
         object.__setattr__(self, "memory", memory_amount("memory", self.memory))
         memory = int(self.memory)
         if 0 < memory < MIN_MEMORY:
-            raise invalid("memory", memory, f"must be 0 or at least {MIN_MEMORY} bytes (6Mi)")
+            raise invalid_request(
+                "memory", memory, f"must be 0 or at least {MIN_MEMORY} bytes (6Mi)"
+            )
         if not self.cpu_bind and memory == 0:
-            raise invalid("memory", memory, "memory mode needs memory > 0")
+            raise invalid_request("memory", memory, "memory mode needs memory > 0")
 
     def normalized(self, share_base: int = DEFAULT_SHARE_BASE) -> Normalized:
         """The request as ``Normalized`` resources with limit = request. Cost O(len(cpu))."""
@@ -104,22 +106,10 @@ class Request:
 # --- checks -----------------------------------------------------------------------------
 
 
-def invalid(field: str, value: object, rule: str, **details: object) -> PlacementError:
-    """``invalid_request`` naming the field, the value and the rule."""
-    return PlacementError(
-        "invalid_request",
-        f"{field} = {value!r}: {rule}",
-        field=field,
-        value=value,
-        rule=rule,
-        **details,
-    )
-
-
 def check_flag(field: str, value: object) -> None:
     """Raise ``invalid_request`` unless ``value`` is a real boolean (not 1, not "yes")."""
     if type(value) is not bool:
-        raise invalid(field, value, "must be a boolean (true or false)")
+        raise invalid_request(field, value, "must be a boolean (true or false)")
 
 
 def cpu_amount(field: str, value: object, share_base: int) -> int:
@@ -128,7 +118,7 @@ def cpu_amount(field: str, value: object, share_base: int) -> int:
     try:
         return parse_cpu(value, field=field, share_base=share_base)  # type: ignore[arg-type]
     except QuantityError as error:
-        raise invalid(field, value, error.reason) from None
+        raise invalid_request(field, value, error.reason) from None
 
 
 def memory_amount(field: str, value: object) -> int:
@@ -136,7 +126,7 @@ def memory_amount(field: str, value: object) -> int:
     try:
         return parse_memory(value, field=field)  # type: ignore[arg-type]
     except QuantityError as error:
-        raise invalid(field, value, error.reason) from None
+        raise invalid_request(field, value, error.reason) from None
 
 
 def _negated(value: object) -> tuple[bool, object]:
@@ -195,7 +185,7 @@ def normalize(resources: Resources, share_base: int = DEFAULT_SHARE_BASE) -> Nor
 def check_share_base(share_base: object) -> None:
     """``invalid_request`` unless share_base is an integer >= 1."""
     if type(share_base) is not int or share_base < 1:
-        raise invalid("share_base", share_base, "must be an integer >= 1 (pieces per core)")
+        raise invalid_request("share_base", share_base, "must be an integer >= 1 (pieces per core)")
 
 
 def normalize_amounts(
@@ -223,13 +213,13 @@ def normalize_amounts(
     # 2. Nothing negative.
     for field, cpu in (("cpu_request", cpu_request), ("cpu_limit", cpu_limit)):
         if cpu < 0:
-            raise invalid(field, cores(cpu), "is negative")
+            raise invalid_request(field, cores(cpu), "is negative")
     for field, memory in (("memory_request", memory_request), ("memory_limit", memory_limit)):
         if memory < 0:
-            raise invalid(field, memory, "is negative")
+            raise invalid_request(field, memory, "is negative")
     # 3. A bound container needs CPU.
     if cpu_bind and cpu_request == 0:
-        raise invalid("cpu_request", "0", "cpu-bind needs cpu > 0")
+        raise invalid_request("cpu_request", "0", "cpu-bind needs cpu > 0")
     # 4.-6. Memory request defaults to the limit; a limit below its request is raised to it.
     if memory_request == 0 and memory_limit > 0:
         memory_request = memory_limit
@@ -243,14 +233,14 @@ def normalize_amounts(
     # 8. Docker's minimum.
     for field, memory in (("memory_request", memory_request), ("memory_limit", memory_limit)):
         if 0 < memory < MIN_MEMORY:
-            raise invalid(field, memory, f"must be 0 or at least {MIN_MEMORY} bytes (6Mi)")
+            raise invalid_request(field, memory, f"must be 0 or at least {MIN_MEMORY} bytes (6Mi)")
     if not cpu_bind:
         # 9. Memory mode is planned by memory alone.
         if memory_request == 0:
-            raise invalid("memory_request", 0, "memory mode needs memory > 0")
+            raise invalid_request("memory_request", 0, "memory mode needs memory > 0")
         # 10. A CFS quota under 1 ms of each 100 ms period: cpu_limit / P < 1/100.
         if cpu_limit > 0 and cpu_limit * 100 < p:
-            raise invalid(
+            raise invalid_request(
                 "cpu_limit", cores(cpu_limit), "memory mode needs 0 (no quota) or >= 0.01"
             )
     return Normalized(

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from coordinator.placement.docker import container_limits
 from coordinator.placement.engine import memory_plan
-from coordinator.placement.errors import PlacementError
+from coordinator.placement.errors import PlacementError, invalid_request
 from coordinator.placement.node import Node, Plan, check_topology
 from coordinator.placement.request import (
     DEFAULT_SHARE_BASE,
@@ -42,7 +42,6 @@ from coordinator.placement.request import (
     Normalized,
     check_flag,
     describe,
-    invalid,
     normalize_amounts,
     signed_cpu,
     signed_memory,
@@ -91,7 +90,9 @@ class NodeState:
             self.name, self.cores, self.numa, self.memory, self.numa_memory, self.share_base
         )
         if type(self.version) is not int or self.version < 0:
-            raise _bad(self.name, "version", self.version, "must be an integer >= 0")
+            raise invalid_request(
+                "version", self.version, "must be an integer >= 0", node=self.name
+            )
         allocations = dict(self.allocations)
         used = dict.fromkeys(cores, 0)
         numa_used = dict.fromkeys(sorted(set(numa.values())) if numa else (), 0)
@@ -107,17 +108,21 @@ class NodeState:
                 numa_used[alloc.plan.numa] += alloc.resources.memory_request
         for c, pieces in used.items():
             if pieces > cores[c]:
-                raise _bad(self.name, f"cores[{c}]", cores[c], f"is below {pieces} allocated")
+                raise invalid_request(
+                    f"cores[{c}]", cores[c], f"is below {pieces} allocated", node=self.name
+                )
         if memory_used > memory:
-            raise _bad(self.name, "memory", memory, f"is below {memory_used} allocated")
+            raise invalid_request(
+                "memory", memory, f"is below {memory_used} allocated", node=self.name
+            )
         if numa_memory is not None:
             for n, amount in numa_used.items():
                 if amount > numa_memory[n]:
-                    raise _bad(
-                        self.name,
+                    raise invalid_request(
                         f"numa_memory[{n}]",
                         numa_memory[n],
                         f"is below {amount} allocated",
+                        node=self.name,
                     )
         setattr_ = object.__setattr__
         setattr_(self, "cores", cores)
@@ -189,17 +194,6 @@ class Delta:
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _bad(node: str, field: str, value: object, rule: str) -> PlacementError:
-    return PlacementError(
-        "invalid_request",
-        f"node {node}: {field} {value!r} {rule}",
-        node=node,
-        field=field,
-        value=value,
-        rule=rule,
-    )
-
-
 def _check_allocation(
     node: str,
     cid: object,
@@ -210,28 +204,38 @@ def _check_allocation(
 ) -> None:
     where = f"allocations[{cid!r}]"
     if type(cid) is not str or not cid:
-        raise _bad(node, "allocations", cid, "container ids must be non-empty strings")
+        raise invalid_request(
+            "allocations", cid, "container ids must be non-empty strings", node=node
+        )
     if not isinstance(alloc, Allocation):
-        raise _bad(node, where, alloc, "is not an Allocation")
+        raise invalid_request(where, alloc, "is not an Allocation", node=node)
     plan, res = alloc.plan, alloc.resources
     if res.share_base != share_base:
-        raise _bad(node, where, res.share_base, f"share_base differs from the node's {share_base}")
+        raise invalid_request(
+            where, res.share_base, f"share_base differs from the node's {share_base}", node=node
+        )
     if plan.memory != res.memory_request:
-        raise _bad(node, where, plan.memory, f"plan memory differs from {res.memory_request}")
+        raise invalid_request(
+            where, plan.memory, f"plan memory differs from {res.memory_request}", node=node
+        )
     pieces = 0
     for c, v in plan.cores.items():
         if c not in cores:
-            raise _bad(node, where, c, "uses a core the node does not have")
+            raise invalid_request(where, c, "uses a core the node does not have", node=node)
         if type(v) is not int or v <= 0:
-            raise _bad(node, where, v, f"core {c}: pieces must be a positive integer")
+            raise invalid_request(
+                where, v, f"core {c}: pieces must be a positive integer", node=node
+            )
         if plan.numa is not None and (numa is None or numa[c] != plan.numa):
-            raise _bad(node, where, c, f"core {c} is not on NUMA node {plan.numa}")
+            raise invalid_request(where, c, f"core {c} is not on NUMA node {plan.numa}", node=node)
         pieces += v
     expected = res.cpu_request if res.cpu_bind else 0
     if pieces != expected:
-        raise _bad(node, where, pieces, f"plan pieces differ from {expected}")
+        raise invalid_request(where, pieces, f"plan pieces differ from {expected}", node=node)
     if plan.numa is not None and (numa is None or plan.numa not in numa.values()):
-        raise _bad(node, where, plan.numa, "names a NUMA node the node does not have")
+        raise invalid_request(
+            where, plan.numa, "names a NUMA node the node does not have", node=node
+        )
 
 
 def _evolve(state: NodeState, **changes: object) -> NodeState:
@@ -261,7 +265,9 @@ def assign(state: NodeState, container_id: str, plan: Plan, resources: Normalize
     when the plan does not fit what is available; ``invalid_request`` for an existing id
     or a plan that does not match the resources. Cost O(c log c + allocations)."""
     if container_id in state.allocations:
-        raise _bad(state.name, "container", container_id, "already has an allocation")
+        raise invalid_request(
+            "container", container_id, "already has an allocation", node=state.name
+        )
     for c, pieces in plan.cores.items():
         free = state.cores.get(c, 0) - state.used.get(c, 0)
         if c in state.cores and pieces > free:
@@ -303,7 +309,7 @@ def assign(state: NodeState, container_id: str, plan: Plan, resources: Normalize
 def release(state: NodeState, container_id: str) -> Change:
     """Give one container's allocation back. ``invalid_request`` for an unknown id."""
     if container_id not in state.allocations:
-        raise _bad(state.name, "container", container_id, "has no allocation")
+        raise invalid_request("container", container_id, "has no allocation", node=state.name)
     rest = {cid: a for cid, a in state.allocations.items() if cid != container_id}
     new = _evolve(state, allocations=rest)
     return Change(new, _updates(state, new))
@@ -317,9 +323,9 @@ def replace(state: NodeState, old_id: str, new_id: str) -> Change:
     settings), and calls this once it runs; so ``updates`` is empty. ``invalid_request``
     when ``old_id`` has no allocation or ``new_id`` already has one. O(allocations)."""
     if old_id not in state.allocations:
-        raise _bad(state.name, "container", old_id, "has no allocation")
+        raise invalid_request("container", old_id, "has no allocation", node=state.name)
     if new_id in state.allocations:
-        raise _bad(state.name, "container", new_id, "already has an allocation")
+        raise invalid_request("container", new_id, "already has an allocation", node=state.name)
     allocations = {(new_id if cid == old_id else cid): a for cid, a in state.allocations.items()}
     return Change(_evolve(state, allocations=allocations), {})
 
@@ -438,7 +444,7 @@ def realloc(state: NodeState, container_id: str, delta: Delta) -> Change:
     """
     alloc = state.allocations.get(container_id)
     if alloc is None:
-        raise _bad(state.name, "container", container_id, "has no allocation")
+        raise invalid_request("container", container_id, "has no allocation", node=state.name)
     old = alloc.resources
     p = state.share_base
     d_cpu_req, d_cpu_lim, d_mem_req, d_mem_lim = _deltas(delta, old, p)
@@ -459,7 +465,7 @@ def realloc(state: NodeState, container_id: str, delta: Delta) -> Change:
         return Change(state, {})
     had = state.limits(container_id).mem_limit
     if had > 0 and (0 if new.soft_memory else new.memory_limit) == 0:
-        raise invalid(
+        raise invalid_request(
             "memory_limit",
             0,
             f"Docker cannot remove a memory limit ({had} bytes) in place"
@@ -478,21 +484,21 @@ def _deltas(delta: Delta, old: Normalized, p: int) -> tuple[int, int, int, int]:
     # The four signed deltas. A shorthand moves the limit only when there is one: a limit
     # of 0 means "none", and none plus a delta stays none.
     if not isinstance(delta, Delta):
-        raise invalid("delta", delta, "is not a Delta")
+        raise invalid_request("delta", delta, "is not a Delta")
     cpu_req = signed_cpu(delta.cpu_request, field="cpu_request", share_base=p)
     cpu_lim = signed_cpu(delta.cpu_limit, field="cpu_limit", share_base=p)
     mem_req = signed_memory(delta.memory_request, field="memory_request")
     mem_lim = signed_memory(delta.memory_limit, field="memory_limit")
     if delta.cpu is not None:
         if cpu_req or cpu_lim:
-            raise invalid(
+            raise invalid_request(
                 "cpu", delta.cpu, "is a shorthand for cpu_request and cpu_limit: not both"
             )
         cpu_req = signed_cpu(delta.cpu, field="cpu", share_base=p)
         cpu_lim = cpu_req if old.cpu_limit else 0
     if delta.memory is not None:
         if mem_req or mem_lim:
-            raise invalid(
+            raise invalid_request(
                 "memory",
                 delta.memory,
                 "is a shorthand for memory_request and memory_limit: not both",
@@ -620,7 +626,7 @@ def set_node(
     """
     name = state.name
     if mode not in ("absolute", "delta"):
-        raise _bad(name, "mode", mode, 'must be "absolute" or "delta"')
+        raise invalid_request("mode", mode, 'must be "absolute" or "delta"', node=name)
     new_cores, new_numa, new_memory, new_numa_memory = _set_fields(
         state, mode, cores, numa, memory, numa_memory
     )
@@ -675,12 +681,12 @@ def _set_fields(
     name = state.name
     for label, given in (("cores", cores), ("numa", numa), ("numa_memory", numa_memory)):
         if given is not None and not isinstance(given, Mapping):
-            raise _bad(name, label, given, "must be a mapping")
+            raise invalid_request(label, given, "must be a mapping", node=name)
     for c, v in (cores or {}).items():
         if type(c) is not int or c < 0:
-            raise _bad(name, "cores", c, "is not a non-negative integer core id")
+            raise invalid_request("cores", c, "is not a non-negative integer core id", node=name)
         if type(v) is not int:
-            raise _bad(name, f"cores[{c}]", v, "is not an integer number of pieces")
+            raise invalid_request(f"cores[{c}]", v, "is not an integer number of pieces", node=name)
     new_cores = dict(state.cores)
     new_numa = None if state.numa is None else dict(state.numa)
     new_memory = state.memory

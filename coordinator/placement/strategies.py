@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from itertools import accumulate
 
-from coordinator.placement.errors import PlacementError
+from coordinator.placement.errors import PlacementError, invalid_request
 
 STRATEGIES = ("auto", "each", "fill", "global", "drained")
 
@@ -126,17 +126,6 @@ def reference_distribute(
 # --- validation -------------------------------------------------------------------------
 
 
-def _invalid(field: str, value: object, rule: str, **more: object) -> PlacementError:
-    return PlacementError(
-        "invalid_request",
-        f"{field} = {value!r}: {rule}",
-        field=field,
-        value=value,
-        rule=rule,
-        **more,
-    )
-
-
 def _is_int(x: object) -> bool:
     return type(x) is int
 
@@ -148,11 +137,11 @@ def _validate(strategy: str, infos: Sequence[NodeInfo], need: int, limit: int) -
     Order: need, limit, strategy, then the infos (capacity, count, usage, rate, names).
     """
     if not _is_int(need) or need < 1:
-        raise _invalid("need", need, "must be an integer >= 1")
+        raise invalid_request("need", need, "must be an integer >= 1")
     if not _is_int(limit) or limit < 0:
-        raise _invalid("limit", limit, "must be an integer >= 0 (0 = no limit)")
+        raise invalid_request("limit", limit, "must be an integer >= 0 (0 = no limit)")
     if strategy not in STRATEGIES:
-        raise _invalid("strategy", strategy, "must be one of " + ", ".join(STRATEGIES))
+        raise invalid_request("strategy", strategy, "must be one of " + ", ".join(STRATEGIES))
     infos = list(infos)
     cols = _Columns(
         names=[i.name for i in infos],
@@ -167,7 +156,7 @@ def _validate(strategy: str, infos: Sequence[NodeInfo], need: int, limit: int) -
         if column and (not set(map(type, column)) <= {int} or min(column) < 0):
             for k, x in enumerate(column):
                 if not _is_int(x) or x < 0:
-                    raise _invalid(
+                    raise invalid_request(
                         f"infos[{k}].{field}", x, "must be an integer >= 0", node=cols.names[k]
                     )
     # usage and rate become floats (an int is converted), so that both versions compare
@@ -180,13 +169,13 @@ def _validate(strategy: str, infos: Sequence[NodeInfo], need: int, limit: int) -
                         raise TypeError
                     fcolumn[k] = float(f)
                 except (TypeError, OverflowError):
-                    raise _invalid(
+                    raise invalid_request(
                         f"infos[{k}].{field}", f, "must be a finite number >= 0", node=cols.names[k]
                     ) from None
         if fcolumn and (not all(map(math.isfinite, fcolumn)) or min(fcolumn) < 0):
             for k, f in enumerate(fcolumn):
                 if not math.isfinite(f) or f < 0:
-                    raise _invalid(
+                    raise invalid_request(
                         f"infos[{k}].{field}", f, "must be a finite number >= 0", node=cols.names[k]
                     )
     names = cols.names
@@ -194,9 +183,9 @@ def _validate(strategy: str, infos: Sequence[NodeInfo], need: int, limit: int) -
         seen: dict[str, int] = {}
         for k, name in enumerate(names):
             if type(name) is not str:
-                raise _invalid(f"infos[{k}].name", name, "must be a string")
+                raise invalid_request(f"infos[{k}].name", name, "must be a string")
             if name in seen:
-                raise _invalid(
+                raise invalid_request(
                     f"infos[{k}].name",
                     name,
                     f"node names must be unique (also infos[{seen[name]}])",

@@ -462,7 +462,7 @@ def test_errors(
 def test_invalid_request_names_the_rule() -> None:
     with pytest.raises(PlacementError) as caught:
         distribute("auto", [N("a", -1)], 1)
-    assert caught.value.message == "infos[0].capacity = -1: must be an integer >= 0"
+    assert caught.value.message == "node a: infos[0].capacity = -1: must be an integer >= 0"
     assert caught.value.details["rule"] == "must be an integer >= 0"
     with pytest.raises(PlacementError) as caught:
         distribute("fast", [], 1)
