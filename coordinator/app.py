@@ -18,11 +18,13 @@ from coordinator.api import add_routes
 from coordinator.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.config import CoordinatorConfig
 from coordinator.errors import json_errors
-from coordinator.keys import CONFIG, HUB, LEASES, METRICS, REGISTRY, STORE
+from coordinator.keys import CONFIG, HUB, LEASES, METRICS, QUOTAS, REGISTRY, STORE
 from coordinator.lease_api import add_lease_routes
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
 from coordinator.plan_api import add_plan_routes
+from coordinator.quota_api import add_quota_routes
+from coordinator.quota_service import QuotaService
 from coordinator.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
 from shared.logs import get_logger
@@ -42,11 +44,13 @@ def make_app(config: CoordinatorConfig) -> web.Application:
     app.cleanup_ctx.append(_store)
     app.cleanup_ctx.append(_registry)
     app.cleanup_ctx.append(_leases)
+    app.cleanup_ctx.append(_quotas)
     app.cleanup_ctx.append(_agent_hub)
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
     add_lease_routes(app)
     add_plan_routes(app)
+    add_quota_routes(app)
     app.router.add_get(AGENT_PATH, _agent_socket)
     return app
 
@@ -82,6 +86,14 @@ async def _leases(app: web.Application) -> AsyncIterator[None]:
     sweeper = asyncio.create_task(_sweep_leases(service, config.lease_sweep_seconds))
     yield
     await _stop(sweeper)
+
+
+async def _quotas(app: web.Application) -> AsyncIterator[None]:
+    config = app[CONFIG]
+    app[QUOTAS] = await QuotaService.load(
+        app[STORE], share_base=config.share_base, settings=config.quotas
+    )
+    yield
 
 
 async def _sweep_leases(service: LeaseService, every: float) -> None:

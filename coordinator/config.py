@@ -16,6 +16,17 @@ ENV_PREFIX = "ALLOT_COORDINATOR_"
 MIN_TOKEN_LENGTH = 16
 
 
+class QuotaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[quotas]`` (quotas spec section 11)."""
+
+    # G: the GB of GPU memory charged for each whole nvidia.com/gpu.
+    nvidia_gpu_resource_memory_gb: Annotated[int, Meta(ge=1)] = 16
+    # "convention": every whole GPU is G GB; "inventory": the assigned GPU's real memory.
+    gpu_memory_source: Literal["convention", "inventory"] = "convention"
+    # Seconds before a quota may again preempt the quota it just preempted; 0 disables.
+    preemption_cooldown_s: Annotated[float, Meta(ge=0)] = 30.0
+
+
 class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     host: Annotated[str, Meta(description="address to listen on")] = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65535, description="TCP port (0: any free port)")] = 7600
@@ -42,6 +53,8 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # [[resources]] in the TOML file only: capacity-lease templates, in matching order.
     resources: list[ResourceTemplate] = []
+    # [quotas] in the TOML file only.
+    quotas: QuotaSettings = QuotaSettings()
     lease_sweep_seconds: Annotated[
         float, Meta(gt=0, description="how often expired capacity leases are dropped")
     ] = 1.0

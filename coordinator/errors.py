@@ -46,6 +46,13 @@ class NotFound(ApiError):
     code = "not_found"
 
 
+class Unprocessable(ApiError):
+    """The request is well-formed but breaks a rule of what it describes."""
+
+    status = 422
+    code = "unprocessable"
+
+
 class Conflict(ApiError):
     """The request is valid but the cluster's state cannot satisfy it (capacity, ...)."""
 

@@ -8,6 +8,7 @@ from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
+from coordinator.quota_service import QuotaService
 from coordinator.registry import NodeRegistry
 from coordinator.store import Store
 
@@ -17,3 +18,4 @@ STORE = web.AppKey("store", Store)
 REGISTRY = web.AppKey("registry", NodeRegistry)
 HUB = web.AppKey("hub", AgentHub)
 LEASES = web.AppKey("leases", LeaseService)
+QUOTAS = web.AppKey("quotas", QuotaService)

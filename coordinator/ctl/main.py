@@ -2,6 +2,7 @@
 
     allotctl nodes                 every node            allotctl node NAME       one node
     allotctl resources             lease resources       allotctl resource ID     one, with leases
+    allotctl quotas                every quota           allotctl quota NAME      one quota
     allotctl plan --cpu 1.7 --memory 512Mi --count 10 [--cpu-bind] [--strategy auto]
                                    where 10 such containers would go (commits nothing)
 
@@ -24,6 +25,8 @@ from coordinator.ctl.views import (
     node_details,
     nodes_table,
     plan_tables,
+    quota_details,
+    quotas_table,
     resource_details,
     resources_tables,
 )
@@ -31,7 +34,7 @@ from coordinator.ctl.views import (
 DEFAULT_SERVER = "http://127.0.0.1:7600"
 STRATEGIES = ("auto", "each", "fill", "global", "drained")
 
-Render = Callable[[bytes], str]
+View = Callable[[bytes], str]
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,12 @@ class Command:
     help: str
     arguments: Callable[[argparse.ArgumentParser], None]
     fetch: Callable[[ApiClient, argparse.Namespace], bytes]  # the API's JSON
-    render: Render  # the same for a person
+    render: Callable[[bytes, argparse.Namespace], str]  # the same for a person
+
+
+def _shown(view: View) -> Callable[[bytes, argparse.Namespace], str]:
+    """A view that needs nothing but the body."""
+    return lambda body, args: view(body)
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,28 +91,47 @@ def _resource(client: ApiClient, args: argparse.Namespace) -> bytes:
     return b'{"status": %s, "leases": %s}' % (status, leases)
 
 
+def _get(path: str) -> Callable[[ApiClient, argparse.Namespace], bytes]:
+    return lambda client, args: client.get(path)
+
+
 COMMANDS: dict[str, Command] = {
-    "nodes": Command("list the nodes", _no_arguments, lambda c, a: c.get("/v1/nodes"), nodes_table),
+    "nodes": Command("list the nodes", _no_arguments, _get("/v1/nodes"), _shown(nodes_table)),
     "node": Command(
         "show one node in detail",
         _one("name"),
-        lambda c, a: c.get(f"/v1/nodes/{quote(a.name)}"),
-        node_details,
+        lambda client, args: client.get(f"/v1/nodes/{quote(args.name)}"),
+        _shown(node_details),
     ),
     "resources": Command(
         "list lease resources and their templates",
         _no_arguments,
-        lambda c, a: c.get("/v1/resources"),
-        resources_tables,
+        _get("/v1/resources"),
+        _shown(resources_tables),
     ),
     "resource": Command(
-        "show one lease resource with its leases", _one("id"), _resource, resource_details
+        "show one lease resource with its leases",
+        _one("id"),
+        _resource,
+        _shown(resource_details),
+    ),
+    "quotas": Command(
+        "list the quotas: min, max, used and over-quota amounts",
+        _no_arguments,
+        _get("/v1/quotas"),
+        _shown(quotas_table),
+    ),
+    "quota": Command(
+        "show one quota",
+        _one("name"),
+        _get("/v1/quotas"),
+        lambda body, args: quota_details(body, args.name),
     ),
     "plan": Command(
         "show where containers would be placed (commits nothing)",
         _plan_arguments,
         _plan,
-        plan_tables,
+        _shown(plan_tables),
     ),
 }
 
@@ -117,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     command = COMMANDS[args.command]
     try:
         body = command.fetch(ApiClient(args.server, args.token), args)
-    except (ApiClientError, OSError, ValueError) as error:
+        print(body.decode() if args.json else command.render(body, args))
+    except (ApiClientError, OSError, ValueError, LookupError) as error:
         print(f"allotctl: {error}", file=sys.stderr)
         return 1
-    print(body.decode() if args.json else command.render(body))
     return 0
 
 

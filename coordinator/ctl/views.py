@@ -11,6 +11,7 @@ from coordinator.lease_service import ResourceStatus
 from coordinator.leases import LeaseState, ResourceTemplate
 from coordinator.nodes import NodeRecord
 from coordinator.plan_api import PlanResponse
+from coordinator.quota_service import QuotaSummary, QuotaView
 from shared.codec import json_decoder
 from shared.inventory_text import describe_inventory
 from shared.quantity import format_cpu, format_memory_approx
@@ -41,6 +42,7 @@ _node: msgspec.json.Decoder[NodeRecord] = json_decoder(NodeRecord)
 _resources: msgspec.json.Decoder[ResourceList] = json_decoder(ResourceList)
 _resource: msgspec.json.Decoder[ResourceView] = json_decoder(ResourceView)
 _plan: msgspec.json.Decoder[PlanResponse] = json_decoder(PlanResponse)
+_quotas: msgspec.json.Decoder[QuotaSummary] = json_decoder(QuotaSummary)
 
 
 def nodes_table(body: bytes) -> str:
@@ -196,6 +198,66 @@ def plan_tables(body: bytes) -> str:
     ]
     headers = ["NODE", "#", "CPUSET", "FRAGMENT", "NUMA", "SHARES", "QUOTA", "MEM LIMIT"]
     return f"{head}\n\n{nodes}\n\n{table(headers, containers)}"
+
+
+def quotas_table(body: bytes) -> str:
+    summary = _quotas.decode(body)
+    if not summary.quotas:
+        return "no quotas"
+    rows = [
+        (
+            q.name,
+            "composite" if q.kind == "CompositeElasticQuota" else "elastic",
+            ",".join(q.namespaces),
+            _amounts(q.min),
+            "-" if q.max is None else _amounts(q.max),
+            _amounts(q.status.used),
+            _amounts(q.status.over_quota),
+        )
+        for q in summary.quotas
+    ]
+    headers = ["NAME", "KIND", "NAMESPACES", "MIN", "MAX", "USED", "OVER-QUOTA"]
+    text = table(headers, rows)
+    if summary.warnings:
+        text += "\n\n" + "\n".join(f"warning: {warning}" for warning in summary.warnings)
+    return text
+
+
+def quota_details(body: bytes, name: str) -> str:
+    """One quota, read from the listing (names are unique across both kinds)."""
+    found = [q for q in _quotas.decode(body).quotas if q.name == name]
+    if not found:
+        raise LookupError(f"no quota named {name!r}")
+    return _quota(found[0])
+
+
+def _quota(q: QuotaView) -> str:
+    head = table(
+        None,
+        [
+            ("name", q.name),
+            ("kind", q.kind),
+            ("namespaces", ", ".join(q.namespaces)),
+        ],
+    )
+    resources = sorted({*q.min, *(q.max or {}), *q.status.used})
+    rows = [
+        (
+            r,
+            q.min.get(r, 0),
+            "-" if q.max is None or r not in q.max else q.max[r],
+            q.status.used.get(r, 0),
+            q.status.over_quota.get(r, "-"),
+        )
+        for r in resources
+    ]
+    if not rows:
+        return head + "\n\nno resources named: nothing guaranteed, no limit"
+    return head + "\n\n" + table(["RESOURCE", "MIN", "MAX", "USED", "OVER-QUOTA"], rows)
+
+
+def _amounts(amounts: dict[str, int | str]) -> str:
+    return ", ".join(f"{r}={v}" for r, v in amounts.items()) or "-"
 
 
 def amount(value: float | None) -> str:

@@ -114,13 +114,14 @@ def allotctl(server: str, *args: str, token: str = API_TOKEN) -> subprocess.Comp
     )
 
 
-def api(server: str, path: str, body: object | None = None) -> Any:
+def api(server: str, path: str, body: object | None = None, method: str | None = None) -> Any:
     """GET (or POST ``body`` as JSON to) the API with the test's token; the decoded answer."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
         server + path,
         data=data,
         headers={"Authorization": f"Bearer {API_TOKEN}", "Content-Type": "application/json"},
+        method=method,
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())

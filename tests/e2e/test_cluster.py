@@ -15,6 +15,7 @@ from tests.e2e.processes import (
     LEASE_SECONDS,
     Service,
     allotctl,
+    api,
     nodes_json,
     wait_for_node_state,
 )
@@ -186,3 +187,30 @@ def test_allotctl_plans_on_this_host_and_on_inline_nodes(
     )
     assert too_many.returncode == 1
     assert "(409 insufficient_capacity)" in too_many.stderr
+
+
+def test_allotctl_shows_quotas(tmp_path: Path, services: list[Service]) -> None:
+    _, url = start_coordinator(tmp_path, services)
+    team = {"namespace": "team-a", "min": {"cpu": "1.5"}, "max": {"cpu": 4}}
+    api(url, "/v1/elasticquotas/team-a", team, method="PUT")
+    ml = {"namespaces": ["ml-1", "ml-2"], "min": {"gpu-memory": 40}}
+    api(url, "/v1/compositeelasticquotas/ml", ml, method="PUT")
+    listing = allotctl(url, "quotas")
+    assert listing.returncode == 0, listing.stderr
+    header, *rows = listing.stdout.splitlines()
+    assert header.split() == ["NAME", "KIND", "NAMESPACES", "MIN", "MAX", "USED", "OVER-QUOTA"]
+    assert rows[0].split() == [
+        "ml",
+        "composite",
+        "ml-1,ml-2",
+        "gpu-memory=40",
+        "-",
+        "gpu-memory=0",
+        "gpu-memory=0",
+    ]
+    assert rows[1].split()[:5] == ["team-a", "elastic", "team-a", "cpu=1.5", "cpu=4"]
+    one = allotctl(url, "quota", "team-a")
+    assert one.returncode == 0, one.stderr
+    assert "cpu       1.5  4    0     0" in one.stdout
+    missing = allotctl(url, "quota", "nobody")
+    assert (missing.returncode, missing.stderr) == (1, "allotctl: no quota named 'nobody'\n")

@@ -1,0 +1,96 @@
+"""The quota API (quotas spec section 2): ElasticQuotas and CompositeElasticQuotas.
+
+    PUT/GET/DELETE /v1/elasticquotas/{name}            {"namespace": ..., "min": ..., "max": ...}
+    PUT/GET/DELETE /v1/compositeelasticquotas/{name}   {"namespaces": [...], "min": ..., "max": ...}
+    GET /v1/quotas          every quota with status, Σmin, the cluster's capacity, warnings
+
+A write that breaks a rule is 422 (format) or 409 (conflict) with the rule as the error
+code and every offending item in the details; nothing changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from coordinator.api import json_response
+from coordinator.errors import ApiError, Conflict, NotFound, Unprocessable
+from coordinator.keys import QUOTAS, REGISTRY
+from coordinator.quotas import COMPOSITE, ELASTIC, Quota, QuotaError
+from shared.codec import json_decoder
+
+
+class ElasticQuotaBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    namespace: str
+    min: dict[str, Any] = {}
+    max: dict[str, Any] | None = None
+
+
+class CompositeQuotaBody(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    namespaces: list[str]
+    min: dict[str, Any] = {}
+    max: dict[str, Any] | None = None
+
+
+_decode_elastic: msgspec.json.Decoder[ElasticQuotaBody] = json_decoder(ElasticQuotaBody)
+_decode_composite: msgspec.json.Decoder[CompositeQuotaBody] = json_decoder(CompositeQuotaBody)
+
+
+async def _quota_from(request: web.Request, kind: str) -> Quota:
+    name = request.match_info["name"]
+    try:
+        raw = await request.read()
+        if kind == ELASTIC:
+            eq = _decode_elastic.decode(raw)
+            return Quota(name, [eq.namespace], dict(eq.min), eq.max, composite=False)
+        ceq = _decode_composite.decode(raw)
+        return Quota(name, list(ceq.namespaces), dict(ceq.min), ceq.max, composite=True)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise ApiError(f"invalid {kind} body: {error}", code="invalid_request") from error
+
+
+def _refused(error: QuotaError) -> ApiError:
+    refusal = Conflict if error.status == 409 else Unprocessable
+    return refusal(error.message, details=dict(error.details), code=error.code)
+
+
+def _routes_for(kind: str) -> list[web.RouteDef]:
+    async def put(request: web.Request) -> web.Response:
+        quota = await _quota_from(request, kind)
+        service = request.app[QUOTAS]
+        try:
+            stored = await service.put(quota)
+        except QuotaError as error:
+            raise _refused(error) from error
+        return json_response(service.view(stored))
+
+    async def get(request: web.Request) -> web.Response:
+        service = request.app[QUOTAS]
+        return json_response(service.view(_existing(request, kind)))
+
+    async def delete(request: web.Request) -> web.Response:
+        quota = _existing(request, kind)
+        await request.app[QUOTAS].delete(kind, quota.name)
+        return json_response({})
+
+    path = f"/v1/{kind.lower()}s/{{name}}"
+    return [web.put(path, put), web.get(path, get), web.delete(path, delete)]
+
+
+def _existing(request: web.Request, kind: str) -> Quota:
+    name = request.match_info["name"]
+    quota = request.app[QUOTAS].get(kind, name)
+    if quota is None:
+        raise NotFound(f"no {kind} named {name!r}", details={"quota": name, "kind": kind})
+    return quota
+
+
+async def list_quotas(request: web.Request) -> web.Response:
+    return json_response(request.app[QUOTAS].summary(request.app[REGISTRY].all()))
+
+
+def add_quota_routes(app: web.Application) -> None:
+    app.router.add_routes([*_routes_for(ELASTIC), *_routes_for(COMPOSITE)])
+    app.router.add_get("/v1/quotas", list_quotas)

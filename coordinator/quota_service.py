@@ -1,0 +1,193 @@
+"""Elastic quotas in the coordinator: stored, validated as a whole, shown with status.
+
+A write is checked against every stored quota (``validate_quotas``, the one being
+written last) and applied in memory in the same turn of the event loop, so two writes
+can never both pass; the store commit follows and is undone in memory if it fails.
+Store keys: ``/quotas/<name>`` (names are unique across both kinds).
+
+``used`` counts the containers that hold an allocation; until deployments exist (they
+come with the coordinator's deployment flow) none does, so every quota shows 0 used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+
+import msgspec
+
+from coordinator.config import QuotaSettings
+from coordinator.nodes import NodeRecord, NodeState
+from coordinator.quotas import (
+    Container,
+    Quota,
+    canonical_quota,
+    encode_amounts,
+    overquota_amount,
+    total_min,
+    used,
+    validate_quotas,
+)
+from coordinator.store import Store, Txn
+from shared.codec import json_decoder, to_json
+from shared.inventory import Gpu
+
+QUOTA_PREFIX = "/quotas/"
+GiB = 2**30
+
+_decode_quota: msgspec.json.Decoder[Quota] = json_decoder(Quota)
+
+
+class QuotaStatus(msgspec.Struct, frozen=True, kw_only=True):
+    used: dict[str, int | str]
+    over_quota: dict[str, int | str]  # max(0, used - min) per resource of min
+
+
+class QuotaView(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    kind: str  # "ElasticQuota" or "CompositeElasticQuota"
+    namespaces: list[str]
+    min: dict[str, int | str]
+    max: dict[str, int | str] | None
+    status: QuotaStatus
+
+
+class QuotaSummary(msgspec.Struct, frozen=True, kw_only=True):
+    quotas: list[QuotaView]
+    total_min: dict[str, int | str]  # each quota once
+    capacity: dict[str, int | str]  # what the ready nodes offer
+    warnings: list[str]  # guarantees the cluster cannot honour all at once
+
+
+class QuotaService:
+    def __init__(
+        self, store: Store, quotas: Iterable[Quota], *, share_base: int, settings: QuotaSettings
+    ) -> None:
+        self._store = store
+        self._quotas = {quota.name: quota for quota in quotas}
+        self._share_base = share_base
+        self._settings = settings
+
+    @classmethod
+    async def load(cls, store: Store, *, share_base: int, settings: QuotaSettings) -> QuotaService:
+        quotas = [_decode_quota.decode(entry.value) for entry in await store.range(QUOTA_PREFIX)]
+        return cls(store, quotas, share_base=share_base, settings=settings)
+
+    def get(self, kind: str, name: str) -> Quota | None:
+        quota = self._quotas.get(name)
+        return quota if quota is not None and quota.kind == kind else None
+
+    def all(self) -> list[Quota]:
+        return [self._quotas[name] for name in sorted(self._quotas)]
+
+    async def put(self, quota: Quota) -> Quota:
+        """Create or replace ``quota``; ``QuotaError`` (nothing changed) if it breaks a rule."""
+        stored = canonical_quota(quota, share_base=self._share_base)
+        validate_quotas([*self._quotas.values(), stored], share_base=self._share_base)
+        previous = self._quotas.get(stored.name)
+        self._quotas[stored.name] = stored
+        try:
+            await self._store.commit(Txn(puts={QUOTA_PREFIX + stored.name: to_json(stored)}))
+        except BaseException:
+            self._restore(stored.name, previous)
+            raise
+        return stored
+
+    async def delete(self, kind: str, name: str) -> bool:
+        """Remove the quota; its containers keep running, unmanaged (quotas spec 2)."""
+        quota = self.get(kind, name)
+        if quota is None:
+            return False
+        del self._quotas[name]
+        try:
+            await self._store.commit(Txn(deletes=(QUOTA_PREFIX + name,)))
+        except BaseException:
+            self._restore(name, quota)
+            raise
+        return True
+
+    def _restore(self, name: str, quota: Quota | None) -> None:
+        if quota is None:
+            self._quotas.pop(name, None)
+        else:
+            self._quotas[name] = quota
+
+    def view(self, quota: Quota) -> QuotaView:
+        # No container holds an allocation before deployments exist: nothing is counted.
+        counted: Sequence[Container] = ()
+        used_q = used(quota, counted, self._gb_per_gpu, share_base=self._share_base)
+        over = overquota_amount(quota, used_q, share_base=self._share_base)
+        return QuotaView(
+            name=quota.name,
+            kind=quota.kind,
+            namespaces=list(quota.namespaces),
+            min=dict(quota.min),
+            max=None if quota.max is None else dict(quota.max),
+            status=QuotaStatus(
+                used=encode_amounts({r: Fraction(v) for r, v in used_q.items()}),
+                over_quota=encode_amounts(over),
+            ),
+        )
+
+    def summary(self, nodes: Sequence[NodeRecord]) -> QuotaSummary:
+        quotas = self.all()
+        minimum = total_min(quotas, share_base=self._share_base)
+        capacity = self.cluster_capacity(nodes)
+        warnings = [
+            f"the quotas guarantee {_show(resource, amount)} of {resource} in all, but the"
+            f" ready nodes offer {_show(resource, capacity.get(resource, Fraction(0)))}"
+            for resource, amount in minimum.items()
+            if resource in capacity and amount > capacity[resource]
+        ]
+        return QuotaSummary(
+            quotas=[self.view(quota) for quota in quotas],
+            total_min=encode_amounts(minimum),
+            capacity=encode_amounts(capacity),
+            warnings=warnings,
+        )
+
+    def cluster_capacity(self, nodes: Sequence[NodeRecord]) -> dict[str, Fraction]:
+        """What the ready nodes offer of the resources a node can measure: cpu (cores),
+        memory (bytes), whole GPUs, MIG devices per profile, and GPU memory (GB) charged
+        the way containers are (whole GPUs per ``gpu_memory_source``, MIG by profile)."""
+        total: dict[str, Fraction] = {}
+
+        def add(resource: str, amount: int) -> None:
+            total[resource] = total.get(resource, Fraction(0)) + amount
+
+        for node in nodes:
+            if node.state != NodeState.READY:
+                continue
+            inventory = node.inventory
+            add("cpu", len(inventory.offered()))
+            add("memory", inventory.memory)
+            for gpu in inventory.gpus:
+                if not gpu.mig_enabled:
+                    add("nvidia.com/gpu", 1)
+                    add("gpu-memory", self._whole_gpu_gb(gpu))
+                for device in gpu.mig_devices:
+                    add(f"nvidia.com/mig-{device.profile}", 1)
+                    add("gpu-memory", _profile_gb(device.profile))
+        return total
+
+    def _whole_gpu_gb(self, gpu: Gpu) -> int:
+        if self._settings.gpu_memory_source == "inventory":
+            return round(gpu.memory / GiB)
+        return self._gb_per_gpu
+
+    @property
+    def _gb_per_gpu(self) -> int:
+        return self._settings.nvidia_gpu_resource_memory_gb
+
+
+def _profile_gb(profile: str) -> int:
+    """The M of a MIG profile "<N>g.<M>gb" (also "1c.2g.20gb", "1g.10gb+me")."""
+    size = profile.split("+")[0].rsplit(".", 1)[-1]
+    return int(size.removesuffix("gb")) if size.endswith("gb") else 0
+
+
+def _show(resource: str, amount: Fraction) -> str:
+    value = encode_amounts({resource: amount})[resource]
+    if resource == "memory" and isinstance(value, int):
+        return f"{value / GiB:.1f} GiB"
+    return str(value)

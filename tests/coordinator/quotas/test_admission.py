@@ -1,0 +1,116 @@
+"""Admission (spec section 6): max refusals with their numbers, in-quota and over-quota,
+unmanaged namespaces, and what is not checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.quotas import Container, Quota, QuotaError, admit
+from tests.coordinator.quotas.states import unchanged
+
+GPU16 = {"nvidia.com/gpu": 1}
+CAPPED = Quota("q", ["team-q"], {"gpu-memory": 16, "cpu": "1"}, {"gpu-memory": 32, "cpu": "2"})
+POOL = Quota("p", ["ns1", "ns2"], {"gpu-memory": 16}, {"gpu-memory": 32})
+QUOTAS = [CAPPED, POOL]
+STATE = [
+    Container("r1", "team-q", {"nvidia.com/gpu": 1, "cpu": "1.5"}, created=1.0),
+    Container("x1", "ns1", GPU16, created=1.0),
+    Container("x2", "ns2", GPU16, created=2.0),
+    Container("pending", "team-q", {"nvidia.com/gpu": 4}, created=0.5, running=False),
+]
+
+# (candidate, admitted, capacity)
+ADMITTED = [
+    pytest.param(
+        Container("new", "team-q", GPU16, created=5.0), True, "over-quota", id="up-to-max"
+    ),
+    pytest.param(
+        Container("old", "team-q", GPU16, created=0.0),
+        True,
+        "in-quota",
+        id="older-than-the-running-one-sorts-first",
+    ),
+    pytest.param(
+        Container("new", "team-q", {"cpu": "0.5"}, created=5.0),
+        True,
+        "over-quota",
+        id="cpu-exactly-at-max",
+    ),
+    pytest.param(
+        Container("new", "team-q", {"memory": "1Gi"}, created=5.0),
+        True,
+        "over-quota",
+        id="resource-absent-from-max-is-unlimited",
+    ),
+    pytest.param(
+        Container("new", "team-q", {"cpu": 0, "memory": "1Gi"}, created=5.0),
+        True,
+        "over-quota",
+        id="a-zero-request-is-not-checked",
+    ),
+    pytest.param(
+        Container("pending", "team-q", {"nvidia.com/gpu": 1}, created=0.5),
+        True,
+        "in-quota",
+        id="its-own-pending-record-is-ignored",
+    ),
+    pytest.param(Container("u", "elsewhere", {"nvidia.com/gpu": 8}), True, None, id="unmanaged"),
+]
+
+
+@pytest.mark.parametrize(("candidate", "admitted", "capacity"), ADMITTED)
+def test_admitted(candidate: Container, admitted: bool, capacity: str | None) -> None:
+    with unchanged(QUOTAS, STATE, candidate):
+        decision = admit(QUOTAS, STATE, candidate)
+    assert (decision.admitted, decision.capacity) == (admitted, capacity)
+    assert decision.code is None
+    assert decision.quota == (None if capacity is None else "q")
+
+
+# (candidate, quota, exceeded resources)
+REFUSED = [
+    pytest.param(
+        Container("new", "team-q", {"nvidia.com/gpu": 2}), "q", ["gpu-memory"], id="gpu-memory"
+    ),
+    pytest.param(
+        Container("new", "team-q", {"nvidia.com/gpu": 2, "cpu": "0.51"}),
+        "q",
+        ["gpu-memory", "cpu"],
+        id="every-exceeded-resource-listed",
+    ),
+    pytest.param(Container("new", "ns2", GPU16), "p", ["gpu-memory"], id="composite-one-pool"),
+]
+
+
+@pytest.mark.parametrize(("candidate", "quota", "exceeded"), REFUSED)
+def test_refused_over_max(candidate: Container, quota: str, exceeded: list[str]) -> None:
+    with unchanged(QUOTAS, STATE, candidate):
+        decision = admit(QUOTAS, STATE, candidate)
+    assert not decision.admitted
+    assert decision.capacity is None
+    assert (decision.code, decision.status, decision.quota) == ("quota_max_exceeded", 403, quota)
+    items = decision.details["items"]
+    assert [i["resource"] for i in items] == exceeded  # type: ignore[attr-defined]
+    assert "max exceeded" in decision.reason
+
+
+def test_refusal_carries_the_numbers() -> None:
+    decision = admit(QUOTAS, STATE, Container("new", "team-q", {"nvidia.com/gpu": 2, "cpu": 1}))
+    assert decision.details["items"] == [
+        {"resource": "gpu-memory", "used": 16, "request": 32, "max": 32},
+        {"resource": "cpu", "used": "1.5", "request": "1", "max": "2"},
+    ]
+    assert "gpu-memory used 16 + request 32 > max 32" in decision.reason
+
+
+def test_a_quota_above_a_lowered_max_still_admits_what_does_not_need_it() -> None:
+    lowered = Quota("q", ["team-q"], {}, {"cpu": "1"})  # used cpu is 1.5 already
+    decision = admit([lowered], STATE, Container("new", "team-q", GPU16))
+    assert decision.admitted
+
+
+def test_an_invalid_request_raises() -> None:
+    candidate = Container("new", "team-q", {"gpu-memory": 16})
+    with unchanged(QUOTAS, STATE, candidate), pytest.raises(QuotaError) as caught:
+        admit(QUOTAS, STATE, candidate)
+    assert caught.value.code == "gpu_memory_not_requestable"
