@@ -83,18 +83,13 @@ def format_cpu(pieces: int, *, share_base: int = DEFAULT_SHARE_BASE) -> str:
     without a finite decimal; it is printed exactly as "p/q" instead.
     """
     exact = Fraction(pieces, share_base)
-    places = _decimal_places(exact.denominator)
-    if places is None:
-        return f"{exact.numerator}/{exact.denominator}"
-    sign = "-" if exact < 0 else ""
-    digits = str(abs(exact.numerator) * 10**places // exact.denominator).rjust(places + 1, "0")
-    if places == 0:
-        return sign + digits
-    return f"{sign}{digits[:-places]}.{digits[-places:]}".rstrip("0")
+    return exact_decimal(exact) or f"{exact.numerator}/{exact.denominator}"
 
 
-def _decimal_places(denominator: int) -> int | None:
-    """How many decimal places 1/denominator needs, or None when it never ends."""
+def exact_decimal(value: Fraction) -> str | None:
+    """The shortest exact decimal of ``value`` ("1.7", "3.75", "-2"), or None when it has
+    none (2/3: the denominator has a prime factor other than 2 and 5). O(digits)."""
+    denominator = value.denominator
     twos = fives = 0
     while denominator % 2 == 0:
         denominator //= 2
@@ -102,7 +97,15 @@ def _decimal_places(denominator: int) -> int | None:
     while denominator % 5 == 0:
         denominator //= 5
         fives += 1
-    return max(twos, fives) if denominator == 1 else None
+    if denominator != 1:
+        return None
+    # With the fewest places that hold the value exactly, it never ends in a zero.
+    places = max(twos, fives)
+    digits = str(abs(value.numerator) * 10**places // value.denominator).rjust(places + 1, "0")
+    sign = "-" if value < 0 else ""
+    if places == 0:
+        return sign + digits
+    return f"{sign}{digits[:-places]}.{digits[-places:]}"
 
 
 def format_memory(amount: int) -> str:

@@ -23,10 +23,7 @@ from fractions import Fraction
 
 from coordinator.quotas.model import Container, ParsedQuota, Quota
 from coordinator.quotas.resources import (
-    CPU,
     DEFAULT_GB_PER_GPU,
-    GPU_MEMORY,
-    MEMORY,
     Amounts,
     add_into,
     check_gb_per_gpu,
@@ -34,6 +31,7 @@ from coordinator.quotas.resources import (
 from coordinator.quotas.usage import Entry, counted, entry
 from coordinator.quotas.validation import parse_quota
 from shared.quantity import DEFAULT_SHARE_BASE
+from shared.resources import CPU, GPU_MEMORY, MEMORY
 
 IN_QUOTA = "in-quota"
 OVER_QUOTA = "over-quota"

@@ -27,9 +27,10 @@ from fractions import Fraction
 
 from coordinator.quotas.labels import OVER_QUOTA
 from coordinator.quotas.model import Container, ParsedQuota, Quota
-from coordinator.quotas.resources import CPU, GPU_MEMORY, MEMORY, Amounts, parse_request
+from coordinator.quotas.resources import Amounts, parse_request
 from coordinator.quotas.usage import guaranteed_overquota, used
 from coordinator.quotas.validation import parse_quota
+from shared.resources import CPU, GPU_MEMORY, MEMORY
 
 ZERO = Fraction(0)
 

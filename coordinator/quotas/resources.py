@@ -26,15 +26,14 @@ from coordinator.quotas.errors import QuotaError
 from shared.quantity import (
     DEFAULT_SHARE_BASE,
     QuantityError,
+    exact_decimal,
     parse_count,
     parse_cpu,
     parse_gpu_memory,
     parse_memory,
 )
+from shared.resources import CPU, GPU_MEMORY, MEMORY
 
-CPU = "cpu"
-MEMORY = "memory"
-GPU_MEMORY = "gpu-memory"
 NVIDIA_GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"
 BARE_NAMES = frozenset({CPU, MEMORY, GPU_MEMORY})
@@ -301,28 +300,6 @@ def gpu_memory_gb(
     parsed = parse_request(requests, gb_per_gpu=gb_per_gpu, share_base=share_base)
     amount = parsed.get(GPU_MEMORY, Fraction(0))
     return amount.numerator  # a whole number: counts times whole GB
-
-
-def exact_decimal(value: Fraction) -> str | None:
-    """The shortest exact decimal of ``value`` ("1.7", "3.75", "-2"), or None when it has
-    none (2/3). O(digits)."""
-    denominator = value.denominator
-    twos = fives = 0
-    while denominator % 2 == 0:
-        denominator //= 2
-        twos += 1
-    while denominator % 5 == 0:
-        denominator //= 5
-        fives += 1
-    if denominator != 1:
-        return None
-    places = max(twos, fives)
-    scaled = abs(value) * 10**places
-    digits = str(scaled.numerator).rjust(places + 1, "0")
-    sign = "-" if value < 0 else ""
-    if places == 0:
-        return sign + digits
-    return f"{sign}{digits[:-places]}.{digits[-places:]}"
 
 
 def format_amount(resource: str, value: Fraction) -> int | str:

@@ -26,16 +26,15 @@ from fractions import Fraction
 
 from coordinator.quotas.model import ParsedQuota, Quota
 from coordinator.quotas.resources import (
-    CPU,
     Amounts,
     collect_amounts,
-    exact_decimal,
     format_amount,
     is_rfc1123_label,
     plain,
     raise_first,
 )
-from shared.quantity import DEFAULT_SHARE_BASE
+from shared.quantity import DEFAULT_SHARE_BASE, exact_decimal
+from shared.resources import CPU
 
 FORMAT_ORDER = (
     "invalid_name",
