@@ -12,7 +12,7 @@ INSTALLED := $(VENV)/.installed
 $(INSTALLED): pyproject.toml
 	@$(PYTHON) -m venv $(VENV) || { echo "make: '$(PYTHON) -m venv' failed; on Debian: apt-get install -y python3-venv" >&2; exit 1; }
 	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev,plot]'
 	@touch $@
 
 run: $(INSTALLED)

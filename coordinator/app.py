@@ -18,11 +18,13 @@ from coordinator.api import add_routes
 from coordinator.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.config import CoordinatorConfig
 from coordinator.errors import json_errors
-from coordinator.keys import CONFIG, HUB, LEASES, METRICS, QUOTAS, REGISTRY, STORE
+from coordinator.keys import CONFIG, HUB, LEASES, METRICS, POOLS, QUOTAS, REGISTRY, STORE
 from coordinator.lease_api import add_lease_routes
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
 from coordinator.plan_api import add_plan_routes
+from coordinator.pool_api import add_pool_routes
+from coordinator.pool_service import PoolService, cluster_total
 from coordinator.quota_api import add_quota_routes
 from coordinator.quota_service import QuotaService
 from coordinator.registry import NodeRegistry
@@ -45,12 +47,14 @@ def make_app(config: CoordinatorConfig) -> web.Application:
     app.cleanup_ctx.append(_registry)
     app.cleanup_ctx.append(_leases)
     app.cleanup_ctx.append(_quotas)
+    app.cleanup_ctx.append(_pools)
     app.cleanup_ctx.append(_agent_hub)
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
     add_lease_routes(app)
     add_plan_routes(app)
     add_quota_routes(app)
+    add_pool_routes(app)
     app.router.add_get(AGENT_PATH, _agent_socket)
     return app
 
@@ -94,6 +98,25 @@ async def _quotas(app: web.Application) -> AsyncIterator[None]:
         app[STORE], share_base=config.share_base, settings=config.quotas
     )
     yield
+
+
+async def _pools(app: web.Application) -> AsyncIterator[None]:
+    service = await PoolService.load(app[STORE], app[CONFIG].pools)
+    app[POOLS] = service
+    updater = asyncio.create_task(_update_pools(service, app[REGISTRY]))
+    yield
+    await _stop(updater)
+    await service.save_state()  # a restart then credits the time since this update
+
+
+async def _update_pools(service: PoolService, registry: NodeRegistry) -> None:
+    """The fair-share update every fair_share_update_period, on the ready nodes' total."""
+    while True:
+        await asyncio.sleep(service.update_period)
+        try:
+            await service.update(cluster_total(registry.all()))
+        except Exception:
+            log.exception("pool update failed; retrying at the next period")
 
 
 async def _sweep_leases(service: LeaseService, every: float) -> None:

@@ -10,6 +10,7 @@ import msgspec
 from msgspec import Meta
 
 from coordinator.leases import ResourceTemplate, TemplateError, validate_templates
+from coordinator.pools import PoolConfigError, parse_config
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 
 ENV_PREFIX = "ALLOT_COORDINATOR_"
@@ -25,6 +26,22 @@ class QuotaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     gpu_memory_source: Literal["convention", "inventory"] = "convention"
     # Seconds before a quota may again preempt the quota it just preempted; 0 disables.
     preemption_cooldown_s: Annotated[float, Meta(ge=0)] = 30.0
+
+
+class PoolSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[pools]``: the pool tree's settings (pools spec section 2)."""
+
+    fair_share_update_period: float = 1.0  # seconds between updates, 0.01..60
+    smooth_period: float = 60.0  # T_s: a pool spends at most V/T_s share at once
+    pool_capacity_saturation_period: float = 86_400.0  # P: volume capacity = flow * P
+    relaxed_share_multiplier_limit: float = 3.0  # a relaxed pool gets at most m * flow
+    charge_volume_by_usage: bool = False  # charge measured usage instead of the share
+
+    def __post_init__(self) -> None:
+        try:
+            parse_config({"settings": msgspec.structs.asdict(self), "pools": {}})
+        except PoolConfigError as error:
+            raise ValueError(f"pools: {error.message}") from None
 
 
 class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,8 +70,9 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # [[resources]] in the TOML file only: capacity-lease templates, in matching order.
     resources: list[ResourceTemplate] = []
-    # [quotas] in the TOML file only.
+    # [quotas] and [pools] in the TOML file only.
     quotas: QuotaSettings = QuotaSettings()
+    pools: PoolSettings = PoolSettings()
     lease_sweep_seconds: Annotated[
         float, Meta(gt=0, description="how often expired capacity leases are dropped")
     ] = 1.0

@@ -8,6 +8,7 @@ from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
+from coordinator.pool_service import PoolService
 from coordinator.quota_service import QuotaService
 from coordinator.registry import NodeRegistry
 from coordinator.store import Store
@@ -19,3 +20,4 @@ REGISTRY = web.AppKey("registry", NodeRegistry)
 HUB = web.AppKey("hub", AgentHub)
 LEASES = web.AppKey("leases", LeaseService)
 QUOTAS = web.AppKey("quotas", QuotaService)
+POOLS = web.AppKey("pools", PoolService)

@@ -3,6 +3,8 @@
     allotctl nodes                 every node            allotctl node NAME       one node
     allotctl resources             lease resources       allotctl resource ID     one, with leases
     allotctl quotas                every quota           allotctl quota NAME      one quota
+    allotctl pools                 every pool            allotctl pool NAME       one pool
+    allotctl pools simulate FILE [--plot OUT.png]        a what-if run of a timeline
     allotctl plan --cpu 1.7 --memory 512Mi --count 10 [--cpu-bind] [--strategy auto]
                                    where 10 such containers would go (commits nothing)
 
@@ -21,14 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator.ctl.client import ApiClient, ApiClientError, quote
+from coordinator.ctl.plot import PlotUnavailable, plot_simulation
 from coordinator.ctl.views import (
     node_details,
     nodes_table,
     plan_tables,
+    pool_details,
+    pools_table,
     quota_details,
     quotas_table,
     resource_details,
     resources_tables,
+    simulation_table,
 )
 
 DEFAULT_SERVER = "http://127.0.0.1:7600"
@@ -85,6 +91,32 @@ def _plan(client: ApiClient, args: argparse.Namespace) -> bytes:
     return client.post("/v1/plans", body)
 
 
+def _pools_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action", nargs="?", choices=["simulate"], help="simulate FILE: a what-if run"
+    )
+    parser.add_argument(
+        "file", nargs="?", type=Path, help="JSON: total, timeline, and config, state, substep"
+    )
+    parser.add_argument("--plot", type=Path, help="with simulate: draw the integral pools (PNG)")
+
+
+def _pools(client: ApiClient, args: argparse.Namespace) -> bytes:
+    if args.action != "simulate":
+        return client.get("/v1/pools")
+    if args.file is None:
+        raise ValueError("pools simulate needs a FILE")
+    body = client.post("/v1/pools/simulate", json.loads(args.file.read_text()))
+    if args.plot is not None:
+        drawn = plot_simulation(json.loads(body)["steps"], args.plot)
+        print(f"plotted {', '.join(drawn)} into {args.plot}", file=sys.stderr)
+    return body
+
+
+def _show_pools(body: bytes, args: argparse.Namespace) -> str:
+    return simulation_table(body) if args.action == "simulate" else pools_table(body)
+
+
 def _resource(client: ApiClient, args: argparse.Namespace) -> bytes:
     status = client.get(f"/v1/resources/{quote(args.id)}/status")
     leases = client.get(f"/v1/resources/{quote(args.id)}/leases")
@@ -127,6 +159,18 @@ COMMANDS: dict[str, Command] = {
         _get("/v1/quotas"),
         lambda body, args: quota_details(body, args.name),
     ),
+    "pools": Command(
+        "list the pools with shares and volumes; 'pools simulate FILE' runs a what-if",
+        _pools_arguments,
+        _pools,
+        _show_pools,
+    ),
+    "pool": Command(
+        "show one pool: config, share and introspection",
+        _one("name"),
+        lambda client, args: client.get(f"/v1/pools/{quote(args.name)}"),
+        _shown(pool_details),
+    ),
     "plan": Command(
         "show where containers would be placed (commits nothing)",
         _plan_arguments,
@@ -145,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         body = command.fetch(ApiClient(args.server, args.token), args)
         print(body.decode() if args.json else command.render(body, args))
-    except (ApiClientError, OSError, ValueError, LookupError) as error:
+    except (ApiClientError, OSError, ValueError, LookupError, PlotUnavailable) as error:
         print(f"allotctl: {error}", file=sys.stderr)
         return 1
     return 0

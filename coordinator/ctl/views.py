@@ -3,6 +3,7 @@ and gives the text a person reads."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import msgspec
@@ -258,6 +259,67 @@ def _quota(q: QuotaView) -> str:
 
 def _amounts(amounts: dict[str, int | str]) -> str:
     return ", ".join(f"{r}={v}" for r, v in amounts.items()) or "-"
+
+
+def pools_table(body: bytes) -> str:
+    listing = json.loads(body)
+    rows = []
+    for pool in listing["pools"]:
+        config, spy = pool["config"], pool["introspection"]
+        integral = config.get("integral_guarantees", {})
+        share = pool["share"] or {}
+        duration = spy.get("estimated_burst_usage_duration_seconds")
+        rows.append(
+            (
+                pool["name"],
+                config.get("parent") or ("-" if pool["name"] == "<root>" else "<root>"),
+                integral.get("guarantee_type", "none"),
+                f"{config.get('weight', 1.0):g}",
+                _ratio(spy.get("specified_resource_flow_ratio")),
+                _ratio(spy.get("specified_burst_ratio")),
+                _ratio(share.get("total")),
+                _ratio(spy.get("accumulated_resource_ratio_volume"), unit=" s"),
+                "-" if duration is None else f"{duration:.0f}s",
+            )
+        )
+    headers = ["POOL", "PARENT", "TYPE", "WEIGHT", "FLOW", "BURST", "SHARE", "VOLUME", "BURST FOR"]
+    text = table(headers, rows)
+    if listing["alerts"]:
+        text += "\n\n" + "\n".join(f"alert: {alert}" for alert in listing["alerts"])
+    return text
+
+
+def pool_details(body: bytes) -> str:
+    pool = json.loads(body)
+    rows: list[tuple[str, object]] = [("pool", pool["name"])]
+    rows += [(f"config {key}", json.dumps(value)) for key, value in pool["config"].items()]
+    rows += [(f"share {key}", _ratio(value)) for key, value in (pool["share"] or {}).items()]
+    rows += [(key, json.dumps(value)) for key, value in pool["introspection"].items()]
+    return table(None, rows)
+
+
+def simulation_table(body: bytes) -> str:
+    steps = json.loads(body)["steps"]
+    if not steps:
+        return "the timeline made no steps"
+    last = steps[-1]
+    rows = [
+        (
+            name,
+            pool["integral_guarantee_type"],
+            _ratio(max(s["pools"][name]["total"] for s in steps)),
+            _ratio(pool["total"]),
+            _ratio(pool["volume"], unit=" s"),
+        )
+        for name, pool in sorted(last["pools"].items())
+    ]
+    head = f"{len(steps)} updates over {last['time'] - steps[0]['time'] + steps[0]['dt']:g} s"
+    headers = ["POOL", "TYPE", "MAX SHARE", "LAST SHARE", "LAST VOLUME"]
+    return head + "\n\n" + table(headers, rows)
+
+
+def _ratio(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.4g}{unit}"
 
 
 def amount(value: float | None) -> str:

@@ -1,0 +1,152 @@
+"""The pool tree in the coordinator: pools written through the API, the fair-share update
+run every ``fair_share_update_period``, and the volumes persisted.
+
+Store keys:
+    /pools/config   {pool name: pool config} (the tree's settings come from [pools])
+    /pools/state    what ``PoolTree.state()`` returns: volumes, last shares, updated_at
+
+The state is written at least every ``STATE_WRITE_SECONDS`` and on shutdown, so a restart
+loses at most that much accrual; the first update after a restart credits the whole gap
+since ``updated_at`` (up to one saturation period), as the agents kept the last quotas.
+
+A pool's demand comes from its containers; until deployments exist every demand is 0,
+so the update only accrues the integral pools' volumes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from coordinator.config import PoolSettings
+from coordinator.nodes import NodeRecord, NodeState
+from coordinator.pools import ROOT, PoolTree, Share
+from coordinator.store import Store, Txn
+from shared.codec import json_decoder, to_json
+from shared.logs import get_logger
+
+log = get_logger("allot.coordinator.pools")
+
+CONFIG_KEY = "/pools/config"
+STATE_KEY = "/pools/state"
+STATE_WRITE_SECONDS = 10.0
+
+_decode_object: msgspec.json.Decoder[dict[str, Any]] = json_decoder(dict[str, Any])
+
+
+class PoolView(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    config: dict[str, Any]  # as written ({} for the root)
+    share: dict[str, float] | None  # strong, integral, weight_proportional, total; None before
+    introspection: dict[str, Any]
+
+
+class PoolService:
+    def __init__(
+        self,
+        store: Store,
+        settings: PoolSettings,
+        pools: Mapping[str, dict[str, Any]],
+        tree: PoolTree,
+        *,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._settings = msgspec.structs.asdict(settings)
+        self._pools = dict(pools)
+        self._tree = tree
+        self._wall = wall_clock
+        self._shares: dict[str, Share] = {}
+        self._state_written_at = wall_clock()
+
+    @classmethod
+    async def load(
+        cls, store: Store, settings: PoolSettings, *, wall_clock: Callable[[], float] = time.time
+    ) -> PoolService:
+        stored = {entry.key: entry.value for entry in await store.range("/pools/")}
+        pools = _decode_object.decode(stored.get(CONFIG_KEY, b"{}"))
+        state = _decode_object.decode(stored[STATE_KEY]) if STATE_KEY in stored else None
+        config = {"settings": msgspec.structs.asdict(settings), "pools": pools}
+        tree = PoolTree.from_config(config, state)
+        log.info(
+            "pools loaded",
+            pools=len(pools),
+            updated_at=None if state is None else state.get("updated_at"),
+        )
+        return cls(store, settings, pools, tree, wall_clock=wall_clock)
+
+    @property
+    def update_period(self) -> float:
+        return float(self._settings["fair_share_update_period"])
+
+    @property
+    def alerts(self) -> list[str]:
+        return list(self._tree.alerts)
+
+    def config(self) -> dict[str, Any]:
+        """The whole tree as ``PoolTree.from_config`` takes it."""
+        return {"settings": dict(self._settings), "pools": dict(self._pools)}
+
+    def names(self) -> list[str]:
+        return sorted(self._pools)
+
+    def view(self, name: str) -> PoolView | None:
+        if name != ROOT and name not in self._pools:
+            return None
+        share = self._shares.get(name)
+        return PoolView(
+            name=name,
+            config=self._pools.get(name, {}),
+            share=None if share is None else share.as_dict(),
+            introspection=self._tree.introspect(name),
+        )
+
+    async def put(self, name: str, pool: dict[str, Any]) -> PoolView:
+        """Create or replace pool ``name``; ``PoolConfigError`` (nothing changed) when the
+        tree it makes breaks a rule. Volumes carry over (spec 5.2)."""
+        await self._replace({**self._pools, name: pool})
+        view = self.view(name)
+        assert view is not None
+        return view
+
+    async def delete(self, name: str) -> bool:
+        if name not in self._pools:
+            return False
+        await self._replace({n: p for n, p in self._pools.items() if n != name})
+        return True
+
+    async def _replace(self, pools: dict[str, dict[str, Any]]) -> None:
+        state = self._tree.state()
+        tree = PoolTree.from_config({"settings": self._settings, "pools": pools}, state)
+        await self._store.commit(
+            Txn(puts={CONFIG_KEY: to_json(pools), STATE_KEY: to_json(tree.state())})
+        )
+        self._pools, self._tree = pools, tree
+        self._shares = {n: s for n, s in self._shares.items() if n in pools or n == ROOT}
+
+    async def update(self, total: Mapping[str, float]) -> dict[str, Share]:
+        """One fair-share update at the wall clock's now; persists the state when due."""
+        now = self._wall()
+        leaves = set(self._pools) - {p.get("parent") for p in self._pools.values()}
+        self._shares = self._tree.update(dict(total), {leaf: {} for leaf in leaves}, now)
+        for alert in self._tree.alerts:
+            log.warning("pool guarantees exceed the cluster", alert=alert)
+        if now - self._state_written_at >= STATE_WRITE_SECONDS:
+            await self.save_state()
+        return self._shares
+
+    async def save_state(self) -> None:
+        await self._store.commit(Txn(puts={STATE_KEY: to_json(self._tree.state())}))
+        self._state_written_at = self._wall()
+
+
+def cluster_total(nodes: Sequence[NodeRecord]) -> dict[str, float]:
+    """What the ready nodes offer, in the pools' units: cores and bytes."""
+    ready = [node.inventory for node in nodes if node.state == NodeState.READY]
+    return {
+        "cpu": float(sum(len(inventory.offered()) for inventory in ready)),
+        "memory": float(sum(inventory.memory for inventory in ready)),
+    }

@@ -1,0 +1,159 @@
+"""The pool API and its update loop against a real coordinator and a real store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator.config import PoolSettings
+from coordinator.pool_service import PoolService
+from coordinator.store.sqlite import SqliteStore
+from tests.coordinator.conftest import API_TOKEN, Coordinator
+
+BURST = {
+    "integral_guarantees": {
+        "guarantee_type": "burst",
+        "resource_flow": {"cpu": 1000},
+        "burst_guarantee_resources": {"cpu": 2000},
+    }
+}
+RELAXED = {"integral_guarantees": {"guarantee_type": "relaxed", "resource_flow": {"cpu": 1000}}}
+INTROSPECTION = {
+    "accumulated_resource_ratio_volume",
+    "accumulated_resource_volume",
+    "integral_pool_capacity",
+    "specified_burst_ratio",
+    "specified_resource_flow_ratio",
+    "total_burst_ratio",
+    "total_resource_flow_ratio",
+    "estimated_burst_usage_duration_seconds",
+}
+
+
+async def send(
+    coordinator: Coordinator, method: str, path: str, body: object | None = None
+) -> tuple[int, Any]:
+    response = await coordinator.http.request(
+        method,
+        coordinator.url + path,
+        json=body,
+        headers={"Authorization": f"Bearer {API_TOKEN}"},
+    )
+    return response.status, await response.json()
+
+
+async def test_pools_are_written_and_shown_with_their_introspection(
+    coordinator: Coordinator,
+) -> None:
+    status, view = await send(coordinator, "PUT", "/v1/pools/production", BURST)
+    assert status == 200, view
+    assert view["name"] == "production"
+    assert view["config"] == BURST
+    assert set(view["introspection"]) >= INTROSPECTION
+    assert view["introspection"]["integral_guarantee_type"] == "burst"
+    status, _ = await send(coordinator, "PUT", "/v1/pools/research", RELAXED)
+    assert status == 200
+    status, listing = await send(coordinator, "GET", "/v1/pools")
+    assert status == 200
+    assert [pool["name"] for pool in listing["pools"]] == ["<root>", "production", "research"]
+    assert "alerts" in listing
+    status, root = await send(coordinator, "GET", "/v1/pools/<root>")
+    assert (status, root["name"]) == (200, "<root>")
+
+
+@pytest.mark.parametrize(
+    ("name", "pool", "code"),
+    [
+        ("bad", {"weight": 0}, "invalid_weight"),
+        ("bad", {"parent": "nowhere"}, "unknown_parent"),
+        ("bad", {"integral_guarantees": {"guarantee_type": "sometimes"}}, "invalid_guarantee_type"),
+        ("bad", {"colour": "blue"}, "invalid_config"),
+    ],
+    ids=["zero-weight", "unknown-parent", "unknown-guarantee-type", "unknown-field"],
+)
+async def test_a_pool_that_breaks_a_rule_is_422_and_changes_nothing(
+    coordinator: Coordinator, name: str, pool: dict[str, Any], code: str
+) -> None:
+    await send(coordinator, "PUT", "/v1/pools/production", BURST)
+    _, before = await send(coordinator, "GET", "/v1/pools")
+    status, answer = await send(coordinator, "PUT", f"/v1/pools/{name}", pool)
+    assert status == 422, answer
+    assert answer["error"]["code"] == code
+    assert "bad" in answer["error"]["message"]
+    _, after = await send(coordinator, "GET", "/v1/pools")
+    assert after == before
+
+
+async def test_a_parent_with_children_cannot_be_deleted(coordinator: Coordinator) -> None:
+    await send(coordinator, "PUT", "/v1/pools/org", {})
+    await send(coordinator, "PUT", "/v1/pools/team", {"parent": "org"})
+    status, answer = await send(coordinator, "DELETE", "/v1/pools/org")
+    assert status == 422, answer
+    assert (await send(coordinator, "DELETE", "/v1/pools/team"))[0] == 200
+    assert (await send(coordinator, "DELETE", "/v1/pools/org"))[0] == 200
+    assert (await send(coordinator, "DELETE", "/v1/pools/org"))[0] == 404
+    assert (await send(coordinator, "GET", "/v1/pools/org"))[0] == 404
+
+
+async def test_the_root_is_configured_in_the_file_not_the_api(coordinator: Coordinator) -> None:
+    status, answer = await send(coordinator, "PUT", "/v1/pools/<root>", {})
+    assert status == 400
+    assert "[pools]" in answer["error"]["message"]
+
+
+async def test_simulate_runs_the_seed_burst_example_and_commits_nothing(
+    coordinator: Coordinator,
+) -> None:
+    config = {"settings": {"smooth_period": 60}, "pools": {"burst": BURST}}
+    body = {
+        "config": config,
+        "total": {"cpu": 10000},
+        # Idle for 10 minutes (volume 0.1 share x 600 s), then asking for all of it:
+        # the burst (0.2) while the volume lasts, then the flow (0.1).
+        "timeline": [
+            {"dt": 600, "demands": {}},
+            {"dt": 1800, "demands": {"burst": {"cpu": 10000}}},
+        ],
+        "substep": 60,
+    }
+    status, answer = await send(coordinator, "POST", "/v1/pools/simulate", body)
+    assert status == 200, answer
+    busy = [step["pools"]["burst"] for step in answer["steps"] if step["entry"] == 1]
+    assert busy[0]["integral"] == pytest.approx(0.2)
+    assert busy[-1]["integral"] == pytest.approx(0.1)
+    assert busy[0]["usage_resources"]["cpu"] == pytest.approx(10000)  # alone: all of it
+    status, listing = await send(coordinator, "GET", "/v1/pools")
+    assert [pool["name"] for pool in listing["pools"]] == ["<root>"]  # nothing was stored
+
+
+async def test_simulate_refuses_a_bad_timeline(coordinator: Coordinator) -> None:
+    body = {"total": {"cpu": 100}, "timeline": "soon"}
+    status, answer = await send(coordinator, "POST", "/v1/pools/simulate", body)
+    assert status == 400
+    assert answer["error"]["code"] == "invalid_request"
+
+
+async def test_volumes_survive_a_restart_and_the_gap_is_credited(tmp_path: Path) -> None:
+    clock = [1_000_000.0]
+    settings = PoolSettings(fair_share_update_period=1.0)
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    service = await PoolService.load(store, settings, wall_clock=lambda: clock[0])
+    await service.put("research", RELAXED)
+    total = {"cpu": 10000.0, "memory": 2.0**40}
+    await service.update(total)  # the first update: no previous time, no volume yet
+    clock[0] += 100
+    await service.update(total)
+    volume = service.view("research").introspection["accumulated_resource_ratio_volume"]  # type: ignore[union-attr]
+    assert volume == pytest.approx(0.1 * 100)  # flow 1000 of 10000 cores for 100 s
+    await service.save_state()
+    await store.close()
+
+    clock[0] += 50  # the coordinator was down for 50 s
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    restarted = await PoolService.load(store, settings, wall_clock=lambda: clock[0])
+    await restarted.update(total)
+    after = restarted.view("research").introspection["accumulated_resource_ratio_volume"]  # type: ignore[union-attr]
+    assert after == pytest.approx(0.1 * 150)  # the outage is credited
+    await store.close()
