@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from coordinator.api import json_response
+from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, NotFound
 from coordinator.keys import LEASES
 from coordinator.lease_service import LeaseRequestError
@@ -21,19 +21,12 @@ _decode_release: msgspec.json.Decoder[ReleaseRequest] = json_decoder(ReleaseRequ
 _decode_object: msgspec.json.Decoder[dict[str, Any]] = json_decoder(dict[str, Any])
 
 
-async def _body(request: web.Request, decoder: msgspec.json.Decoder[Any]) -> Any:
-    try:
-        return decoder.decode(await request.read())
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
-        raise ApiError(f"invalid request body: {error}", code="invalid_request") from error
-
-
 def _refused(error: LeaseRequestError) -> ApiError:
     return ApiError(error.message, details=error.details, code=error.code)
 
 
 async def capacity(request: web.Request) -> web.Response:
-    body: CapacityRequest = await _body(request, _decode_capacity)
+    body: CapacityRequest = await read_body(request, _decode_capacity, "capacity request")
     try:
         answer = await request.app[LEASES].capacity(body)
     except LeaseRequestError as error:
@@ -42,14 +35,14 @@ async def capacity(request: web.Request) -> web.Response:
 
 
 async def release(request: web.Request) -> web.Response:
-    body: ReleaseRequest = await _body(request, _decode_release)
+    body: ReleaseRequest = await read_body(request, _decode_release, "release request")
     await request.app[LEASES].release(body)
     return json_response({})
 
 
 async def put_template(request: web.Request) -> web.Response:
     glob = request.match_info["id"]
-    fields: dict[str, Any] = await _body(request, _decode_object)
+    fields: dict[str, Any] = await read_body(request, _decode_object, "resource template")
     if fields.setdefault("identifier_glob", glob) != glob:
         raise ApiError(
             f"identifier_glob {fields['identifier_glob']!r} differs from the path's {glob!r}",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import msgspec
 from aiohttp import web
 
-from coordinator.api import json_response
+from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, Conflict
 from coordinator.keys import CONFIG, REGISTRY
 from coordinator.nodes import NodeState
@@ -69,10 +69,7 @@ _decode_plan: msgspec.json.Decoder[PlanRequest] = json_decoder(PlanRequest)
 
 
 async def plan(request: web.Request) -> web.Response:
-    try:
-        body = _decode_plan.decode(await request.read())
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
-        raise ApiError(f"invalid plan request: {error}", code="invalid_request") from error
+    body = await read_body(request, _decode_plan, "plan request")
     share_base = request.app[CONFIG].share_base
     nodes, existing = _candidates(request, body, share_base)
     try:

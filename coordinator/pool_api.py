@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from coordinator.api import json_response
+from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, NotFound, Unprocessable
 from coordinator.keys import POOLS
 from coordinator.pools import ROOT, PoolError, simulate
@@ -35,13 +35,6 @@ class SimulationRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
 
 _decode_simulation: msgspec.json.Decoder[SimulationRequest] = json_decoder(SimulationRequest)
-
-
-async def _read(request: web.Request, decoder: msgspec.json.Decoder[Any]) -> Any:
-    try:
-        return decoder.decode(await request.read())
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
-        raise ApiError(f"invalid request body: {error}", code="invalid_request") from error
 
 
 def _refused(error: PoolError) -> ApiError:
@@ -66,7 +59,7 @@ async def put_pool(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     if name == ROOT:
         raise ApiError(f"{ROOT} is implicit: its settings are [pools] in the config file")
-    pool: dict[str, Any] = await _read(request, _decode_object)
+    pool: dict[str, Any] = await read_body(request, _decode_object, "pool")
     try:
         view = await request.app[POOLS].put(name, pool)
     except PoolError as error:
@@ -86,7 +79,7 @@ async def delete_pool(request: web.Request) -> web.Response:
 
 
 async def simulate_pools(request: web.Request) -> web.Response:
-    body: SimulationRequest = await _read(request, _decode_simulation)
+    body: SimulationRequest = await read_body(request, _decode_simulation, "simulation request")
     config = body.config if body.config is not None else request.app[POOLS].config()
     try:
         steps = simulate(config, body.total, body.timeline, body.state, substep=body.substep)

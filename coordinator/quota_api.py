@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from coordinator.api import json_response
+from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, Conflict, NotFound, Unprocessable
 from coordinator.keys import QUOTAS, REGISTRY
 from coordinator.quotas import COMPOSITE, ELASTIC, Quota, QuotaError
@@ -40,15 +40,11 @@ _decode_composite: msgspec.json.Decoder[CompositeQuotaBody] = json_decoder(Compo
 
 async def _quota_from(request: web.Request, kind: str) -> Quota:
     name = request.match_info["name"]
-    try:
-        raw = await request.read()
-        if kind == ELASTIC:
-            eq = _decode_elastic.decode(raw)
-            return Quota(name, [eq.namespace], dict(eq.min), eq.max, composite=False)
-        ceq = _decode_composite.decode(raw)
-        return Quota(name, list(ceq.namespaces), dict(ceq.min), ceq.max, composite=True)
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
-        raise ApiError(f"invalid {kind} body: {error}", code="invalid_request") from error
+    if kind == ELASTIC:
+        eq = await read_body(request, _decode_elastic, f"{kind} body")
+        return Quota(name, [eq.namespace], dict(eq.min), eq.max, composite=False)
+    ceq = await read_body(request, _decode_composite, f"{kind} body")
+    return Quota(name, list(ceq.namespaces), dict(ceq.min), ceq.max, composite=True)
 
 
 def _refused(error: QuotaError) -> ApiError:
