@@ -26,6 +26,22 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
         float, Meta(gt=0, description="first reconnect delay bound")
     ] = 0.5
     backoff_max_seconds: Annotated[float, Meta(gt=0, description="largest reconnect delay")] = 30.0
+    docker_host: Annotated[
+        str,
+        Meta(description="the Docker engine's address (default: DOCKER_HOST or the local socket)"),
+    ] = ""
+    docker_timeout_seconds: Annotated[
+        int, Meta(ge=1, description="longest wait for one call to the Docker engine")
+    ] = 20
+    resync_seconds: Annotated[
+        float, Meta(gt=0, description="longest time between two full reconciles")
+    ] = 10.0
+    stop_timeout_seconds: Annotated[
+        int, Meta(ge=0, description="grace between SIGTERM and SIGKILL when removing a container")
+    ] = 10
+    state_dir: Annotated[
+        str, Meta(description="where the agent keeps the state `allot-agent status` shows")
+    ] = "/run/allot"
     max_frame_bytes: Annotated[
         int, Meta(ge=4096, description="largest websocket frame accepted from the coordinator")
     ] = DEFAULT_MAX_FRAME_BYTES

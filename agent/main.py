@@ -1,5 +1,7 @@
 """``allot-agent``: ``run`` (the default) keeps this host registered with the
-coordinator; ``discover`` prints what this host offers and exits, like ``slurmd -C``."""
+coordinator and its containers as the coordinator wants them; ``discover`` prints what
+this host offers and exits, like ``slurmd -C``; ``status`` prints what the running agent
+manages and how its last reconcile went."""
 
 from __future__ import annotations
 
@@ -9,18 +11,25 @@ import socket
 import sys
 from pathlib import Path
 
+import msgspec
+
 from agent.config import ENV_PREFIX, AgentConfig
 from agent.discovery.inventory import DiscoveryError, discover
+from agent.runtime.docker_engine import DockerEngine
+from agent.runtime.plan import Host
+from agent.runtime.reconciler import Runtime, RuntimeOptions
+from agent.runtime.state_file import read_state, state_path
+from agent.runtime.status_text import describe_state
 from agent.session import run_link
 from shared.codec import to_json
 from shared.inventory import Inventory
 from shared.inventory_text import describe_inventory
 from shared.logs import configure, get_logger
-from shared.sdnotify import notify
-from shared.service import add_config_arguments, load_config_or_exit, stop_signal, systemd_watchdog
+from shared.sdnotify import notify, watchdog_interval
+from shared.service import add_config_arguments, load_config_or_exit, stop_signal
 
 log = get_logger("allot.agent")
-COMMANDS = ("run", "discover")
+COMMANDS = ("run", "discover", "status")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,14 +38,19 @@ def main(argv: list[str] | None = None) -> int:
         description="The allot agent for this host."
         f" Every setting can also be given as {ENV_PREFIX}<NAME> in the environment.",
     )
-    commands = parser.add_subparsers(dest="command", metavar="{run,discover}")
+    commands = parser.add_subparsers(dest="command", metavar="{run,discover,status}")
     run = commands.add_parser("run", help="register with the coordinator and serve (default)")
     add_config_arguments(run, AgentConfig)
     show = commands.add_parser("discover", help="print this host's inventory and exit")
     add_config_arguments(show, AgentConfig)
     show.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    status = commands.add_parser("status", help="print what the running agent manages")
+    add_config_arguments(status, AgentConfig)
+    status.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args(_with_default_command(sys.argv[1:] if argv is None else argv))
     config = load_config_or_exit("allot-agent", AgentConfig, args, env_prefix=ENV_PREFIX)
+    if args.command == "status":
+        return _print_status(config, as_json=args.json)
     if args.command == "run" and not config.join_token:
         print(f"allot-agent: join_token must be set (or {ENV_PREFIX}JOIN_TOKEN)", file=sys.stderr)
         return 2
@@ -59,6 +73,24 @@ def _with_default_command(argv: list[str]) -> list[str]:
     return ["run", *argv]
 
 
+def _print_status(config: AgentConfig, *, as_json: bool) -> int:
+    path = state_path(config.state_dir, config.name)
+    try:
+        state = read_state(path)
+    except OSError as error:
+        print(
+            f"allot-agent: no state for node {config.name} at {path} ({error.strerror});"
+            " is the agent running with this state_dir and node_name?",
+            file=sys.stderr,
+        )
+        return 1
+    except msgspec.DecodeError as error:
+        print(f"allot-agent: {path} is damaged: {error}", file=sys.stderr)
+        return 1
+    print(to_json(state).decode() if as_json else describe_state(state))
+    return 0
+
+
 def _discover(config: AgentConfig) -> Inventory:
     return discover(
         sysfs_root=Path(config.sysfs_root), reserved=config.reserved, hostname=socket.gethostname()
@@ -75,16 +107,37 @@ async def _serve(config: AgentConfig, inventory: Inventory) -> int:
         gpus=len(inventory.gpus),
         problems=len(inventory.problems),
     )
-    link = asyncio.create_task(run_link(config, inventory))
-    async with systemd_watchdog():
-        stopping = asyncio.create_task(stop_signal())
-        await asyncio.wait({link, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if link.done():
-        stopping.cancel()
-        log.error("agent link failed", reason=link.exception())
-        return 1
-    log.info("agent stopping")
-    notify("STOPPING=1")
-    link.cancel()
-    await asyncio.gather(link, return_exceptions=True)
-    return 0
+    engine = DockerEngine.connect(
+        node=config.name, base_url=config.docker_host, timeout=config.docker_timeout_seconds
+    )
+    runtime = Runtime(engine, Host.of(inventory), _runtime_options(config, inventory))
+    tasks = {
+        asyncio.create_task(runtime.run(), name="reconcile"),
+        asyncio.create_task(run_link(config, inventory, runtime), name="link"),
+    }
+    stopping = asyncio.create_task(stop_signal())
+    done, _ = await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    failed = [task for task in tasks if task in done]
+    if not failed:
+        log.info("agent stopping")
+        notify("STOPPING=1")
+    for task in tasks | {stopping}:
+        task.cancel()
+    await asyncio.gather(*tasks, stopping, return_exceptions=True)
+    engine.close()
+    for task in failed:
+        log.error(f"agent {task.get_name()} failed", reason=task.exception())
+    return 1 if failed else 0
+
+
+def _runtime_options(config: AgentConfig, inventory: Inventory) -> RuntimeOptions:
+    return RuntimeOptions(
+        node=config.name,
+        state_path=state_path(config.state_dir, config.name),
+        resync_seconds=config.resync_seconds,
+        stop_timeout_seconds=config.stop_timeout_seconds,
+        watchdog_seconds=watchdog_interval(),
+        backoff_initial_seconds=config.backoff_initial_seconds,
+        backoff_max_seconds=config.backoff_max_seconds,
+        node_problems=inventory.problems,
+    )

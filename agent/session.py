@@ -1,13 +1,15 @@
 """The agent's link to the coordinator: connect, hello, welcome, heartbeats, reconnect.
 
-    run_link(config, inventory)    # until cancelled
+    run_link(config, inventory, runtime)    # until cancelled
 
 One attempt opens the websocket with the join token, sends ``hello`` with the inventory
-and waits for ``welcome``, which says how long the node's lease is and how often to
-send heartbeats. The session then lasts until the socket closes or nothing at all (not
-even a pong to the agent's websocket pings) has arrived for a lease length. After any
-failure the next attempt waits a capped, fully jittered exponential backoff; a
-welcome resets it. State changes are logged once; a failure repeated with the same
+and the containers the runtime sees, and waits for ``welcome``, which says how long the
+node's lease is, how often to send heartbeats, and the node's whole desired state. Every
+``desired`` frame after it goes to the runtime, and every change of the runtime's report
+goes back as a ``status`` frame. The session lasts until the socket closes or nothing
+at all (not even a pong to the agent's websocket pings) has arrived for a lease length.
+After any failure the next attempt waits a capped, fully jittered exponential backoff;
+a welcome resets it. State changes are logged once; a failure repeated with the same
 reason is logged at debug so a long outage does not flood the journal.
 """
 
@@ -20,6 +22,7 @@ import importlib.metadata
 import aiohttp
 
 from agent.config import AgentConfig
+from agent.runtime.reconciler import Runtime
 from shared.backoff import Backoff
 from shared.inventory import Inventory
 from shared.logs import get_logger
@@ -49,7 +52,7 @@ class Refused(Exception):
     """The coordinator turned this agent away (token, protocol version, node name)."""
 
 
-async def run_link(config: AgentConfig, inventory: Inventory) -> None:
+async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) -> None:
     """Keep this node registered with the coordinator until cancelled."""
     backoff = Backoff(initial=config.backoff_initial_seconds, cap=config.backoff_max_seconds)
     last_failure = ""
@@ -58,7 +61,7 @@ async def run_link(config: AgentConfig, inventory: Inventory) -> None:
         while True:
             failure, report = "", log.warning
             try:
-                ended = await _session(http, config, inventory, backoff)
+                ended = await _session(http, config, inventory, runtime, backoff)
             except Refused as error:
                 failure, report = f"refused: {error}", log.error
             except (aiohttp.ClientError, OSError, TimeoutError, ProtocolError) as error:
@@ -79,7 +82,11 @@ async def run_link(config: AgentConfig, inventory: Inventory) -> None:
 
 
 async def _session(
-    http: aiohttp.ClientSession, config: AgentConfig, inventory: Inventory, backoff: Backoff
+    http: aiohttp.ClientSession,
+    config: AgentConfig,
+    inventory: Inventory,
+    runtime: Runtime,
+    backoff: Backoff,
 ) -> str:
     """One connection: returns why a registered session ended; raises if none began."""
     try:
@@ -94,12 +101,15 @@ async def _session(
             raise Refused("the coordinator does not accept this join token (401)") from error
         raise
     async with ws:
+        seen = runtime.report()
         hello = Hello(
             node=config.name,
             token=config.join_token,
             protocol=PROTOCOL_VERSION,
             inventory=inventory,
             agent_version=AGENT_VERSION,
+            applied_revision=seen.applied_revision,
+            containers=seen.containers,
         )
         await ws.send_bytes(encode(hello))
         welcome = await _await_welcome(ws, config)
@@ -113,14 +123,18 @@ async def _session(
             heartbeat_s=welcome.heartbeat_seconds,
             retries=retries,
         )
-        notify("READY=1", f"STATUS=registered with {config.server} as {welcome.node}")
-        beating = asyncio.create_task(_heartbeats(ws, welcome.heartbeat_seconds))
+        notify(f"STATUS=registered with {config.server} as {welcome.node}")
+        runtime.set_desired(welcome.revision, welcome.containers, full=True)
+        helpers = [
+            asyncio.create_task(_heartbeats(ws, runtime, welcome.heartbeat_seconds)),
+            asyncio.create_task(_reports(ws, runtime)),
+        ]
         try:
-            return await _follow(ws, config, welcome)
+            return await _follow(ws, config, runtime, welcome)
         finally:
-            beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+            for helper in helpers:
+                helper.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)
 
 
 async def _await_welcome(ws: aiohttp.ClientWebSocketResponse, config: AgentConfig) -> Welcome:
@@ -137,7 +151,7 @@ async def _await_welcome(ws: aiohttp.ClientWebSocketResponse, config: AgentConfi
 
 
 async def _follow(
-    ws: aiohttp.ClientWebSocketResponse, config: AgentConfig, welcome: Welcome
+    ws: aiohttp.ClientWebSocketResponse, config: AgentConfig, runtime: Runtime, welcome: Welcome
 ) -> str:
     """Read the coordinator's frames until the session ends; returns why it ended."""
     last_error = ""
@@ -161,27 +175,41 @@ async def _follow(
             last_error = f"{frame.message} ({frame.code})"
             log.warning("coordinator reported an error", code=frame.code, reason=frame.message)
         elif isinstance(frame, Desired):
-            # Enforcing the desired state on Docker is the agent runtime's job (a later
-            # issue); until then the agent only acknowledges that it heard it.
-            log.info(
+            log.debug(
                 "desired state received",
                 revision=frame.revision,
                 full=frame.full,
                 containers=len(frame.containers),
+                removed=len(frame.removed),
+            )
+            runtime.set_desired(
+                frame.revision, frame.containers, full=frame.full, removed=frame.removed
             )
         else:
             log.debug("repeated welcome ignored")
 
 
-async def _heartbeats(ws: aiohttp.ClientWebSocketResponse, interval: float) -> None:
+async def _heartbeats(
+    ws: aiohttp.ClientWebSocketResponse, runtime: Runtime, interval: float
+) -> None:
     """A heartbeat frame renews the node's lease; the websocket ping beside it is
     answered with a pong, which is how the agent hears that the coordinator is alive
     (the coordinator sends nothing else while all is well)."""
     with contextlib.suppress(ConnectionError):
         while not ws.closed:
-            await ws.send_bytes(encode(Heartbeat()))
+            applied = runtime.report().applied_revision
+            await ws.send_bytes(encode(Heartbeat(applied_revision=applied)))
             await ws.ping()
             await asyncio.sleep(interval)
+
+
+async def _reports(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime) -> None:
+    """The runtime's report now, then each time it changes."""
+    seen = -1
+    with contextlib.suppress(ConnectionError):
+        while not ws.closed:
+            seen, report = await runtime.next_report(seen)
+            await ws.send_bytes(encode(report))
 
 
 def _describe(error: BaseException) -> str:

@@ -17,7 +17,7 @@ the wrong type, a frame that is not MessagePack or is larger than the limit rais
 from __future__ import annotations
 
 import re
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 
@@ -42,22 +42,46 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     mem_reservation: int = 0
 
 
+RestartPolicy = Literal["no", "on-failure", "always", "unless-stopped"]
+
+
 class DesiredContainer(msgspec.Struct, frozen=True, kw_only=True):
+    """One container the coordinator wants on the node.
+
+    ``id``, ``namespace`` and ``deployment`` are its identity and become Docker labels;
+    image, command, env, labels, gpus and restart policy are fixed for the container's
+    life (a change means a new container); ``limits``, ``shared_pool`` and ``capacity``
+    may change and are applied in place.
+    """
+
     id: str
     image: str
+    namespace: str = ""
+    deployment: str = ""
     command: list[str] = []
     env: dict[str, str] = {}
     labels: dict[str, str] = {}
     limits: Limits = Limits()
+    # True for a container without bound cores: it runs on the node's shared pool (the
+    # offered CPUs no bound container uses) and limits.cpuset_cpus is not used.
+    shared_pool: bool = False
     gpus: list[str] = []  # GPU or MIG device UUIDs
+    restart_policy: RestartPolicy = "no"
+    capacity: str = ""  # "in-quota" or "over-quota" when a quota governs it
 
 
 class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     id: str
-    state: str  # as Docker reports it: created, running, exited, ...
+    state: str  # as Docker reports it (created, running, exited, ...), or missing / refused
+    namespace: str = ""
+    deployment: str = ""
+    capacity: str = ""
     limits: Limits = Limits()  # as read back from the engine
+    revision: int = 0  # the desired revision last applied to this container
+    started_at: str = ""  # Docker's State.StartedAt
     exit_code: int | None = None
     error: str = ""
+    drift: list[str] = []  # hand-made changes the agent put back, e.g. "cpu_shares 2 -> 717"
 
 
 class Hello(msgspec.Struct, frozen=True, kw_only=True, tag="hello", tag_field="type"):

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from agent.runtime.docker_engine import DockerEngine
+from agent.runtime.plan import Host
+from agent.runtime.reconciler import Runtime, RuntimeOptions
 from shared.cpuset import CpuSet
 from shared.inventory import Cpu, Inventory, NumaNode
 
@@ -19,3 +24,11 @@ def make_inventory(problems: list[str] | None = None) -> Inventory:
         memory=2**30,
         problems=list(problems or []),
     )
+
+
+def idle_runtime(inventory: Inventory, node: str = "n1") -> Runtime:
+    """A runtime whose reconcile loop never runs, for tests of the coordinator link alone:
+    it takes desired states and reports its (unchanging) status."""
+    engine = DockerEngine.connect(node=node, base_url="unix:///nonexistent/docker.sock", timeout=1)
+    options = RuntimeOptions(node=node, state_path=Path("/nonexistent/agent.json"))
+    return Runtime(engine, Host.of(inventory), options)

@@ -14,9 +14,10 @@ import pytest
 from aiohttp import WSMsgType, web
 
 from agent.config import AgentConfig
+from agent.runtime.reconciler import Runtime
 from agent.session import run_link
 from shared.logs import fields_of
-from tests.builders import make_inventory
+from tests.builders import idle_runtime, make_inventory
 from tests.polling import eventually
 
 TOKEN = "agent-session-token-0123456789"
@@ -64,7 +65,9 @@ class ScriptedCoordinator:
 
 
 @contextlib.asynccontextmanager
-async def running(coordinator: ScriptedCoordinator) -> AsyncIterator[asyncio.Task[None]]:
+async def running(
+    coordinator: ScriptedCoordinator, runtime: Runtime | None = None
+) -> AsyncIterator[asyncio.Task[None]]:
     """The scripted coordinator on port 0 and an agent linked to it, both stopped after."""
     app = web.Application()
     app.router.add_get("/v1/agent", coordinator.handle)
@@ -80,7 +83,9 @@ async def running(coordinator: ScriptedCoordinator) -> AsyncIterator[asyncio.Tas
         backoff_initial_seconds=0.05,
         backoff_max_seconds=0.2,
     )
-    link = asyncio.create_task(run_link(config, make_inventory()))
+    inventory = make_inventory()
+    runtime = runtime or idle_runtime(inventory)
+    link = asyncio.create_task(run_link(config, inventory, runtime))
     try:
         yield link
     finally:
@@ -122,13 +127,37 @@ async def test_hello_carries_node_token_protocol_and_inventory() -> None:
 async def test_heartbeats_follow_the_welcome_interval() -> None:
     async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
         await ws.send_bytes(welcome(heartbeat=0.05))
-        for _ in range(5):
-            assert (await coordinator.next_frame(ws))["type"] == "heartbeat"
+        for _ in range(6):
+            await coordinator.next_frame(ws)
 
     coordinator = ScriptedCoordinator(serve)
     async with running(coordinator):
-        await eventually(lambda: len(coordinator.received) >= 6)
-    assert [f["type"] for f in coordinator.received[:6]] == ["hello"] + ["heartbeat"] * 5
+        await eventually(lambda: len(coordinator.received) >= 7)
+    # hello, the runtime's report once, then nothing but heartbeats while nothing changes
+    types = [f["type"] for f in coordinator.received[:7]]
+    assert types[0] == "hello"
+    assert sorted(types[1:]) == ["heartbeat"] * 5 + ["status"]
+
+
+async def test_desired_states_reach_the_runtime() -> None:
+    container = {"id": "c1", "image": "busybox", "limits": {"cpuset_cpus": "1"}}
+    desired = {"type": "desired", "revision": 7, "full": False, "containers": [container]}
+    runtime = idle_runtime(make_inventory())
+
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome())
+        await ws.send_bytes(bytes(msgpack.packb(desired)))
+        while (await coordinator.next_frame(ws))["type"] != "status":
+            pass
+        await asyncio.sleep(10)
+
+    coordinator = ScriptedCoordinator(serve)
+    async with running(coordinator, runtime):
+        await eventually(lambda: runtime.desired_revision == 7)
+        await eventually(lambda: any(f["type"] == "status" for f in coordinator.received))
+    status = next(f for f in coordinator.received if f["type"] == "status")
+    assert status == {"type": "status", "applied_revision": 0, "containers": [], "problems": []}
+    assert runtime.desired_revision == 7
 
 
 async def test_a_refusal_is_logged_once_as_an_error_and_retried(

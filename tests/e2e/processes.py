@@ -60,6 +60,8 @@ class Service:
             f"--node-name={node}",
             "--backoff-initial-seconds=0.1",
             "--backoff-max-seconds=0.5",
+            f"--state-dir={workdir}",
+            "--stop-timeout-seconds=1",
         ]
         return cls("agent", argv, {"ALLOT_AGENT_JOIN_TOKEN": token}, workdir / f"agent-{node}.log")
 

@@ -134,12 +134,16 @@ def test_under_systemd_both_notify_ready_ping_the_watchdog_and_log_priorities(
     services.append(agent.start())
     wait_for_node_state(url, NODE, "ready")
     messages: list[bytes] = []
-    while sum(b"WATCHDOG=1" in m for m in messages) < 4 or len(messages) < 6:
+    while (
+        sum(b"WATCHDOG=1" in m for m in messages) < 4
+        or sum(m.startswith(b"READY=1") for m in messages) < 2
+    ):
         messages.append(listener.recv(4096))
     listener.close()
     ready = [m for m in messages if m.startswith(b"READY=1\n")]
     assert any(b"STATUS=serving on http://127.0.0.1:" in m for m in ready)
-    assert any(f"STATUS=registered with {url} as {NODE}".encode() in m for m in ready)
+    assert any(b"STATUS=reconciled revision 0" in m for m in ready)  # after the first reconcile
+    assert any(f"STATUS=registered with {url} as {NODE}".encode() in m for m in messages)
     for service in (coordinator, agent):
         lines = service.text().splitlines()
         assert lines, f"{service.name} logged nothing"

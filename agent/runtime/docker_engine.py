@@ -1,0 +1,205 @@
+"""The Docker engine as the runtime uses it: a few calls of the synchronous SDK, each
+run in a bounded thread pool so the event loop never waits on Docker.
+
+    engine = DockerEngine.connect(node="n1", base_url="", timeout=30.0)
+    observed = await engine.observe()            # this node's containers, inspected
+    await engine.create_and_start(container, settings)
+    await engine.update(docker_id, settings)
+    await engine.remove(docker_id)
+
+An engine that cannot be reached raises ``EngineUnavailable``; the engine refusing one
+call (a missing image, a bad setting) raises ``DockerRefused`` with its explanation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import docker
+import requests
+from docker.errors import APIError, DockerException
+from docker.types import DeviceRequest
+
+from agent.runtime import labels
+from agent.runtime.plan import Observed
+from agent.runtime.settings import Settings, docker_cpuset
+from shared.protocol import DesiredContainer, Limits
+
+# Pinned so that a client can be made while the engine is down (the SDK otherwise asks
+# the engine for its version first); 1.41 is Docker 20.10, the first with every field
+# used here, and later engines still serve it.
+API_VERSION = "1.41"
+GPU_CAPABILITIES = [["gpu"]]  # what `docker run --gpus device=...` asks for
+
+T = TypeVar("T")
+
+
+class EngineUnavailable(Exception):
+    """The Docker engine did not answer."""
+
+
+class DockerRefused(Exception):
+    """The engine answered one call with an error."""
+
+
+@dataclass(frozen=True)
+class Inspected:
+    """One container's observed state, with what its status reports beyond the plan."""
+
+    observed: Observed
+    namespace: str
+    deployment: str
+    exit_code: int | None
+    started_at: str
+
+
+class DockerEngine:
+    def __init__(self, client: docker.DockerClient, node: str, *, workers: int = 4) -> None:
+        self.client = client
+        self.node = node
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="docker")
+
+    @classmethod
+    def connect(cls, *, node: str, base_url: str, timeout: int) -> DockerEngine:
+        """A client for ``base_url`` (or DOCKER_HOST, or the local socket); makes no call."""
+        if base_url:
+            client = docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=timeout)
+        else:
+            client = docker.from_env(version=API_VERSION, timeout=timeout)
+        return cls(client, node)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
+
+    async def observe(self) -> list[Inspected]:
+        """Every container carrying this node's label, inspected."""
+        summaries = await self._call(
+            self.client.api.containers, all=True, filters=labels.node_filter(self.node)
+        )
+        found = await asyncio.gather(*(self._inspect(s["Id"]) for s in summaries))
+        return [one for one in found if one is not None]
+
+    async def create_and_start(self, container: DesiredContainer, settings: Settings) -> str:
+        api = self.client.api
+        host_config = api.create_host_config(
+            **_settings_arguments(settings),
+            restart_policy={"Name": container.restart_policy, "MaximumRetryCount": 0},
+            device_requests=device_requests(container.gpus) or None,
+        )
+        created = await self._call(
+            api.create_container,
+            container.image,
+            command=container.command or None,
+            environment=container.env,
+            labels=labels.labels_for(container, self.node),
+            host_config=host_config,
+        )
+        docker_id: str = created["Id"]
+        await self._call(api.start, docker_id)
+        return docker_id
+
+    async def start(self, docker_id: str) -> None:
+        await self._call(self.client.api.start, docker_id)
+
+    async def update(self, docker_id: str, settings: Settings) -> None:
+        await self._call(
+            self.client.api.update_container, docker_id, **_settings_arguments(settings)
+        )
+
+    async def remove(self, docker_id: str, *, stop_timeout: int) -> None:
+        try:
+            await self._call(self.client.api.stop, docker_id, timeout=stop_timeout)
+            await self._call(self.client.api.remove_container, docker_id, force=True)
+        except DockerRefused:
+            if await self._exists(docker_id):
+                raise
+
+    async def _exists(self, docker_id: str) -> bool:
+        return await self._inspect(docker_id) is not None
+
+    async def _inspect(self, docker_id: str) -> Inspected | None:
+        """None when the container went away meanwhile."""
+        try:
+            attrs = await self._call(self.client.api.inspect_container, docker_id)
+        except DockerRefused:
+            return None
+        return inspected(attrs)
+
+    async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(_translated, function, *args, **kwargs)
+        return await loop.run_in_executor(self._pool, call)
+
+
+def device_requests(uuids: list[str]) -> list[DeviceRequest]:
+    """Whole GPUs and MIG devices by UUID, as the NVIDIA container runtime takes them."""
+    if not uuids:
+        return []
+    return [DeviceRequest(device_ids=list(uuids), capabilities=GPU_CAPABILITIES)]
+
+
+def inspected(attrs: dict[str, Any]) -> Inspected:
+    """What ``docker inspect`` says of one container, in the runtime's terms."""
+    found = attrs["Config"].get("Labels") or {}
+    state = attrs["State"]
+    status = state["Status"]
+    host = attrs["HostConfig"]
+    return Inspected(
+        observed=Observed(
+            docker_id=attrs["Id"],
+            id=found.get(labels.ID, ""),
+            spec=found.get(labels.SPEC, ""),
+            state=status,
+            limits=Limits(
+                cpuset_cpus=host.get("CpusetCpus") or "",
+                cpuset_mems=host.get("CpusetMems") or "",
+                cpu_shares=host.get("CpuShares") or 0,
+                cpu_quota=host.get("CpuQuota") or 0,
+                cpu_period=host.get("CpuPeriod") or 0,
+                mem_limit=host.get("Memory") or 0,
+                memswap_limit=host.get("MemorySwap") or 0,
+                mem_reservation=host.get("MemoryReservation") or 0,
+            ),
+            created=attrs.get("Created", ""),
+        ),
+        namespace=found.get(labels.NAMESPACE, ""),
+        deployment=found.get(labels.DEPLOYMENT, ""),
+        exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
+        started_at=state.get("StartedAt", ""),
+    )
+
+
+def _settings_arguments(settings: Settings) -> dict[str, Any]:
+    """The SDK's keyword arguments for create and update. Memory fields at 0 are left
+    out: to Docker's update 0 means "unchanged", and at create it means no limit."""
+    return {
+        "cpuset_cpus": docker_cpuset(settings.cpuset_cpus),
+        "cpuset_mems": docker_cpuset(settings.cpuset_mems),
+        "cpu_shares": settings.cpu_shares,
+        "cpu_quota": settings.cpu_quota,
+        "cpu_period": settings.cpu_period,
+        "mem_limit": settings.mem_limit or None,
+        "memswap_limit": settings.memswap_limit or None,
+        "mem_reservation": settings.mem_reservation or None,
+    }
+
+
+def _translated(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    try:
+        return function(*args, **kwargs)
+    except APIError as error:
+        raise DockerRefused(_explain(error)) from error
+    except (requests.ConnectionError, requests.Timeout) as error:
+        raise EngineUnavailable(f"the Docker engine does not answer: {error}") from error
+    except DockerException as error:
+        raise EngineUnavailable(str(error)) from error
+
+
+def _explain(error: APIError) -> str:
+    return str(error.explanation or error)

@@ -1,0 +1,49 @@
+"""The Docker labels that mark a container as allot's, and name it.
+
+Docker cannot relabel a container, so labels carry only what never changes for it: its
+id, node, namespace and deployment, and ``allot.spec``, a digest of everything else fixed
+at creation (image, command, env, labels, GPUs, restart policy). A digest that no longer
+matches the desired container means the container must be made anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from shared.codec import to_json
+from shared.protocol import DesiredContainer
+
+PREFIX = "allot."
+ID = "allot.id"
+NODE = "allot.node"
+NAMESPACE = "allot.namespace"
+DEPLOYMENT = "allot.deployment"
+SPEC = "allot.spec"
+
+
+def labels_for(container: DesiredContainer, node: str) -> dict[str, str]:
+    return {
+        **container.labels,
+        ID: container.id,
+        NODE: node,
+        NAMESPACE: container.namespace,
+        DEPLOYMENT: container.deployment,
+        SPEC: spec_digest(container),
+    }
+
+
+def spec_digest(container: DesiredContainer) -> str:
+    fixed = {
+        "image": container.image,
+        "command": container.command,
+        "env": sorted(container.env.items()),
+        "labels": sorted(container.labels.items()),
+        "gpus": container.gpus,
+        "restart_policy": container.restart_policy,
+    }
+    return hashlib.sha256(to_json(fixed)).hexdigest()[:16]
+
+
+def node_filter(node: str) -> dict[str, list[str]]:
+    """The Docker API filter selecting this node's containers and nothing else."""
+    return {"label": [f"{NODE}={node}"]}

@@ -1,0 +1,206 @@
+"""What to do to make a node's containers match the desired state: a pure function.
+
+    work = plan(desired, observed, applied, host)
+
+``desired`` is the coordinator's state for this node, ``observed`` what Docker holds under
+this node's labels, ``applied`` the settings the agent last set on each container (to tell
+a hand-made change, drift, from a new desired value). The result has one ``Work`` per
+container id that needs anything, sorted by id; its actions run in order, and different
+containers' work is independent.
+
+The rules:
+- a container no longer desired, or a second one with the same id, is removed;
+- a desired container that is missing is created and started, unless it asks for a GPU
+  this node does not have or for a label in allot's own namespace (refused);
+- one whose fixed spec (``allot.spec``) differs is removed and made anew;
+- one whose limits differ is updated in place; a memory limit cannot be removed in place,
+  which is reported instead;
+- one never started is started; an exited one is started again only when its restart
+  policy is ``always`` (Docker itself restarts the others as their policy says).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import msgspec
+
+from agent.runtime.labels import PREFIX, spec_digest
+from agent.runtime.settings import Settings, docker_cpuset
+from shared.cpuset import CpuSet
+from shared.inventory import Inventory
+from shared.protocol import DesiredContainer, Limits
+
+
+@dataclass(frozen=True)
+class Host:
+    offered: CpuSet  # CPUs the node offers for placement
+    online: CpuSet
+    memory_nodes: CpuSet  # NUMA nodes with memory
+    devices: frozenset[str]  # GPU and MIG device UUIDs
+
+    @classmethod
+    def of(cls, inventory: Inventory) -> Host:
+        devices = {gpu.uuid for gpu in inventory.gpus}
+        devices.update(mig.uuid for gpu in inventory.gpus for mig in gpu.mig_devices)
+        memory_nodes = CpuSet(node.id for node in inventory.numa_nodes if node.memory > 0)
+        return cls(
+            offered=inventory.offered(),
+            online=inventory.online,
+            memory_nodes=memory_nodes or CpuSet([0]),
+            devices=frozenset(devices),
+        )
+
+    def settings(self, limits: Limits) -> Settings:
+        return Settings.of(limits, online=self.online, memory_nodes=self.memory_nodes)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One container as Docker reports it."""
+
+    docker_id: str
+    id: str  # allot.id
+    spec: str  # allot.spec
+    state: str  # created, running, paused, restarting, removing, exited, dead
+    limits: Limits
+    created: str  # Docker's Created timestamp (ISO 8601, so it sorts as text)
+
+
+@dataclass(frozen=True)
+class Create:
+    """Create the container and start it."""
+
+    container: DesiredContainer
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class Start:
+    docker_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Update:
+    docker_id: str
+    settings: Settings
+    changes: dict[str, str]  # field -> "old -> new"
+    drift: bool  # True: the agent had set these settings and someone changed them
+
+
+@dataclass(frozen=True)
+class Remove:
+    docker_id: str
+    reason: str
+
+
+Action = Create | Start | Update | Remove
+
+
+@dataclass(frozen=True)
+class Work:
+    id: str
+    actions: tuple[Action, ...] = ()
+    problem: str = ""  # why the desired state cannot be met, for the container's status
+
+
+def plan(
+    desired: Mapping[str, DesiredContainer],
+    observed: Iterable[Observed],
+    applied: Mapping[str, Settings],
+    host: Host,
+) -> list[Work]:
+    targets = target_settings(desired, host)
+    by_id: dict[str, list[Observed]] = defaultdict(list)
+    for container in observed:
+        if container.state != "removing":
+            by_id[container.id].append(container)
+    work = []
+    for container_id in sorted(by_id.keys() | desired.keys()):
+        wanted = desired.get(container_id)
+        if wanted is None:
+            removals = tuple(Remove(c.docker_id, "no longer desired") for c in by_id[container_id])
+            work.append(Work(container_id, removals))
+            continue
+        ranked = _keeper_first(by_id[container_id])
+        kept, extra = (ranked[0], ranked[1:]) if ranked else (None, [])
+        duplicates = tuple(Remove(c.docker_id, "duplicate") for c in extra)
+        one = _work_for(wanted, kept, targets[container_id], applied.get(container_id), host)
+        if duplicates or one.actions or one.problem:
+            work.append(Work(container_id, duplicates + one.actions, one.problem))
+    return work
+
+
+def target_settings(desired: Mapping[str, DesiredContainer], host: Host) -> dict[str, Settings]:
+    """Each desired container's settings, shared-pool containers on the current pool."""
+    pool = docker_cpuset(shared_pool(desired.values(), host))
+    return {
+        container_id: host.settings(
+            msgspec.structs.replace(container.limits, cpuset_cpus=pool)
+            if container.shared_pool
+            else container.limits
+        )
+        for container_id, container in desired.items()
+    }
+
+
+def shared_pool(desired: Iterable[DesiredContainer], host: Host) -> CpuSet:
+    """The offered CPUs no bound container uses; all of them when that leaves none."""
+    bound = CpuSet()
+    for container in desired:
+        if not container.shared_pool and refusal(container, host) == "":
+            bound |= CpuSet.parse(container.limits.cpuset_cpus) & host.offered
+    return (host.offered - bound) or host.offered
+
+
+def refusal(container: DesiredContainer, host: Host) -> str:
+    """Why the container cannot be created on this host; "" when it can."""
+    missing = [uuid for uuid in container.gpus if uuid not in host.devices]
+    if missing:
+        have = ", ".join(sorted(host.devices)) or "none"
+        return f"refused: GPU {', '.join(missing)} is not on this node (it has: {have})"
+    reserved = sorted(name for name in container.labels if name.startswith(PREFIX))
+    if reserved:
+        return f"refused: label {', '.join(reserved)} is reserved for allot"
+    return ""
+
+
+def _work_for(
+    wanted: DesiredContainer,
+    kept: Observed | None,
+    target: Settings,
+    applied: Settings | None,
+    host: Host,
+) -> Work:
+    if kept is None or kept.spec != spec_digest(wanted):
+        why_not = refusal(wanted, host)
+        if why_not:
+            return Work(wanted.id, problem=why_not)
+        create = Create(wanted, target)
+        if kept is None:
+            return Work(wanted.id, (create,))
+        return Work(wanted.id, (Remove(kept.docker_id, "spec changed"), create))
+    actions: list[Action] = []
+    problem = ""
+    current = host.settings(kept.limits)
+    if current != target:
+        blocked = target.unsettable_from(current)
+        if blocked:
+            problem = f"cannot remove {', '.join(blocked)} in place; the container keeps it"
+        else:
+            drift = applied == target
+            actions.append(Update(kept.docker_id, target, target.changes_from(current), drift))
+    if kept.state == "created":
+        actions.append(Start(kept.docker_id, "never started"))
+    elif kept.state in ("exited", "dead") and wanted.restart_policy == "always":
+        actions.append(Start(kept.docker_id, "restart policy always"))
+    return Work(wanted.id, tuple(actions), problem)
+
+
+def _keeper_first(containers: list[Observed]) -> list[Observed]:
+    """Of several containers with one id, the one to keep first: running, then newest."""
+    newest_first = sorted(containers, key=lambda c: (c.created, c.docker_id), reverse=True)
+    return sorted(newest_first, key=lambda c: c.state != "running")

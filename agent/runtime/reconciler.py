@@ -1,0 +1,402 @@
+"""The reconcile loop: level-triggered, it makes Docker match the desired state.
+
+    runtime = Runtime(engine, host, options)
+    task = asyncio.create_task(runtime.run())   # until cancelled
+    runtime.set_desired(revision, containers, full=True)
+    status = runtime.report()                   # what the coordinator is told
+
+A pass observes this node's containers, plans (``plan.plan``) and carries the work out,
+containers in parallel and each container's actions in order, then observes again to
+report what Docker actually holds. A pass runs on every desired-state push, on every
+Docker event of this node's containers, and at least every ``resync_seconds``. Until the
+coordinator has sent a desired state the agent only observes: it never removes a
+container it has not been told about. When the engine is down the node reports the
+problem and passes are retried with a capped backoff until it answers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.runtime.docker_engine import DockerEngine, DockerRefused, EngineUnavailable, Inspected
+from agent.runtime.events import follow_events
+from agent.runtime.plan import (
+    Action,
+    Create,
+    Host,
+    Remove,
+    Start,
+    Update,
+    Work,
+    plan,
+    shared_pool,
+    target_settings,
+)
+from agent.runtime.settings import Settings
+from agent.runtime.state_file import AgentState, LastReconcile, write_state
+from shared.backoff import Backoff
+from shared.logs import get_logger
+from shared.protocol import ContainerStatus, DesiredContainer, Status
+from shared.quantity import format_memory
+from shared.sdnotify import notify
+
+log = get_logger("allot.agent.runtime")
+EVENT_STREAM_RETRY_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    node: str
+    state_path: Path
+    resync_seconds: float = 10.0
+    stop_timeout_seconds: int = 10
+    watchdog_seconds: float | None = None  # ping interval when systemd asked for one
+    backoff_initial_seconds: float = 0.5
+    backoff_max_seconds: float = 30.0
+    node_problems: Sequence[str] = ()  # from discovery (e.g. NVML), reported with ours
+
+
+@dataclass
+class _Pass:
+    """What one reconcile pass did, per container."""
+
+    errors: dict[str, str] = field(default_factory=dict)
+    actions: int = 0
+    engine_down: str = ""  # the engine stopped answering during the pass
+
+
+class Runtime:
+    def __init__(
+        self,
+        engine: DockerEngine,
+        host: Host,
+        options: RuntimeOptions,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.host = host
+        self.options = options
+        self._clock = clock
+        self._desired: dict[str, DesiredContainer] | None = None
+        self._revision = 0
+        self._applied_revision = 0
+        self._container_revision: dict[str, int] = {}
+        self._applied: dict[str, Settings] = {}  # what the agent last set, per container
+        self._drift: dict[str, list[str]] = {}
+        self._problems: dict[str, str] = {}  # per container: refusal or failure, logged once
+        self._observed: list[Inspected] = []
+        self._docker_problem = ""
+        self._adopted = False
+        self._last_pass: LastReconcile | None = None
+        self._wake = asyncio.Event()
+        self._report = self._build_report()
+        self._report_version = 0
+        self._report_changed = asyncio.Condition()
+        self.reconciled = asyncio.Event()  # set after the first full reconcile
+
+    # -- what the coordinator says -------------------------------------------------
+
+    def set_desired(
+        self,
+        revision: int,
+        containers: Iterable[DesiredContainer],
+        *,
+        full: bool,
+        removed: Iterable[str] = (),
+    ) -> None:
+        """Take a desired state: the whole of it (``full``) or the changed containers."""
+        if self._desired is not None and revision < self._revision:
+            log.warning("stale desired state ignored", revision=revision, current=self._revision)
+            return
+        desired = {} if full or self._desired is None else dict(self._desired)
+        for container_id in removed:
+            desired.pop(container_id, None)
+        for container in containers:
+            desired[container.id] = container
+        self._desired, self._revision = desired, revision
+        self._wake.set()
+
+    @property
+    def desired_revision(self) -> int | None:
+        """The revision of the desired state held; None until one arrives."""
+        return None if self._desired is None else self._revision
+
+    # -- what the agent reports ----------------------------------------------------
+
+    def report(self) -> Status:
+        return self._report
+
+    async def next_report(self, seen: int) -> tuple[int, Status]:
+        """The report once its version is past ``seen`` (at once if it already is)."""
+        async with self._report_changed:
+            await self._report_changed.wait_for(lambda: self._report_version > seen)
+            return self._report_version, self._report
+
+    # -- the loop ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        backoff = Backoff(
+            initial=self.options.backoff_initial_seconds, cap=self.options.backoff_max_seconds
+        )
+        events = asyncio.create_task(self._follow_events())
+        try:
+            while True:
+                self._wake.clear()
+                healthy = await self._pass()
+                delay = self.options.resync_seconds
+                if healthy:
+                    backoff.reset()
+                else:
+                    delay = backoff.next_delay()
+                self._ping_watchdog()
+                await self._sleep(delay)
+        finally:
+            events.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await events
+
+    async def _sleep(self, delay: float) -> None:
+        """Until woken or ``delay`` passes, pinging the watchdog meanwhile."""
+        deadline = time.monotonic() + delay
+        ping = self.options.watchdog_seconds
+        while (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, ping) if ping else left):
+                    await self._wake.wait()
+                    return
+            self._ping_watchdog()
+
+    def _ping_watchdog(self) -> None:
+        if self.options.watchdog_seconds:
+            notify("WATCHDOG=1")
+
+    async def _follow_events(self) -> None:
+        """Keep reading the engine's events; a broken stream is opened again."""
+        while True:
+            with contextlib.suppress(EngineUnavailable):
+                await follow_events(self.engine.client, self.options.node, self._wake.set)
+            self._wake.set()  # events may have been missed: look again
+            await asyncio.sleep(EVENT_STREAM_RETRY_SECONDS)
+
+    # -- one pass ------------------------------------------------------------------
+
+    async def _pass(self) -> bool:
+        """One reconcile pass; False when the engine could not be used."""
+        started = time.monotonic()
+        desired, revision = self._desired, self._revision
+        outcome = _Pass()
+        work: list[Work] = []
+        try:
+            observed = await self.engine.observe()
+            self._note_adoption(observed)
+            if desired is not None:
+                work = plan(desired, [one.observed for one in observed], self._applied, self.host)
+                outcome = await self._carry_out(work)
+                if outcome.actions:
+                    observed = await self.engine.observe()
+        except EngineUnavailable as error:
+            self._engine_down(str(error))
+            await self._publish()
+            return False
+        self._engine_up()
+        self._note_exits(observed)
+        self._observed = observed
+        if desired is not None:
+            self._record_problems(desired, work, outcome)
+            self._settle(desired, revision, outcome)
+            self._last_pass = LastReconcile(
+                at=self._clock(),
+                duration_ms=round((time.monotonic() - started) * 1000, 1),
+                actions=outcome.actions,
+                failures=len(outcome.errors),
+            )
+            if not self.reconciled.is_set():
+                self.reconciled.set()
+                log.info("first reconcile done", revision=revision, containers=len(desired))
+                notify("READY=1", f"STATUS=reconciled revision {revision}")
+        await self._publish()
+        return True
+
+    def _note_adoption(self, observed: list[Inspected]) -> None:
+        if self._adopted:
+            return
+        self._adopted = True
+        ids = sorted(one.observed.id for one in observed)
+        log.info(f"adopted {len(ids)} containers", ids=",".join(ids) or "-")
+
+    def _note_exits(self, observed: list[Inspected]) -> None:
+        before = {one.observed.docker_id: one.observed.state for one in self._observed}
+        for one in observed:
+            was = before.get(one.observed.docker_id)
+            if was in ("running", "restarting") and one.exit_code is not None:
+                log.warning("container exited", id=one.observed.id, exit_code=one.exit_code)
+
+    async def _carry_out(self, work: list[Work]) -> _Pass:
+        """Each container's actions in order, containers side by side."""
+        outcome = _Pass()
+        await asyncio.gather(*(self._work(one, outcome) for one in work))
+        if outcome.engine_down:
+            raise EngineUnavailable(outcome.engine_down)
+        return outcome
+
+    async def _work(self, work: Work, outcome: _Pass) -> None:
+        for action in work.actions:
+            outcome.actions += 1
+            try:
+                await self._act(work.id, action)
+            except DockerRefused as error:
+                outcome.errors[work.id] = f"{_verb(action)} failed: {error}"
+                return
+            except EngineUnavailable as error:
+                outcome.engine_down = str(error)
+                return
+
+    def _record_problems(
+        self, desired: dict[str, DesiredContainer], work: list[Work], outcome: _Pass
+    ) -> None:
+        """Each container's current problem, logged when it first appears."""
+        planned = {one.id: one.problem for one in work}
+        for container_id in desired:
+            problem = outcome.errors.get(container_id) or planned.get(container_id, "")
+            if problem and self._problems.get(container_id) != problem:
+                log.warning("container not as desired", id=container_id, reason=problem)
+            if problem:
+                self._problems[container_id] = problem
+            else:
+                self._problems.pop(container_id, None)
+
+    async def _act(self, container_id: str, action: Action) -> None:
+        if isinstance(action, Create):
+            await self.engine.create_and_start(action.container, action.settings)
+            self._applied[container_id] = action.settings
+            log.info("container started", id=container_id, **_describe(action.settings))
+        elif isinstance(action, Start):
+            await self.engine.start(action.docker_id)
+            log.info("container started", id=container_id, reason=action.reason)
+        elif isinstance(action, Update):
+            await self.engine.update(action.docker_id, action.settings)
+            self._applied[container_id] = action.settings
+            if action.drift:
+                self._drift[container_id] = [f"{k} {v}" for k, v in action.changes.items()]
+                log.warning("drift corrected", id=container_id, **action.changes)
+            else:
+                log.info("limits updated", id=container_id, **action.changes)
+        else:
+            await self.engine.remove(
+                action.docker_id, stop_timeout=self.options.stop_timeout_seconds
+            )
+            log.info("container removed", id=container_id, reason=action.reason)
+
+    def _settle(self, desired: dict[str, DesiredContainer], revision: int, outcome: _Pass) -> None:
+        """Record what now matches: settings as applied, revisions as reached."""
+        targets = target_settings(desired, self.host)
+        for one in self._observed:
+            container_id = one.observed.id
+            target = targets.get(container_id)
+            if target is not None and self.host.settings(one.observed.limits) == target:
+                self._applied[container_id] = target
+                if container_id not in outcome.errors:
+                    self._container_revision[container_id] = revision
+        for kept in (self._applied, self._container_revision, self._drift, self._problems):
+            for container_id in kept.keys() - desired.keys():
+                del kept[container_id]
+        if not outcome.errors:
+            self._applied_revision = revision
+
+    def _engine_down(self, reason: str) -> None:
+        if self._docker_problem != reason:
+            log.error("docker engine unavailable", reason=reason)
+        self._docker_problem = reason
+
+    def _engine_up(self) -> None:
+        if self._docker_problem:
+            log.info("docker engine available again")
+        self._docker_problem = ""
+
+    # -- reporting -----------------------------------------------------------------
+
+    async def _publish(self) -> None:
+        report = self._build_report()
+        write_state(self.options.state_path, self._state(report))
+        if report != self._report:
+            async with self._report_changed:
+                self._report = report
+                self._report_version += 1
+                self._report_changed.notify_all()
+
+    def _build_report(self) -> Status:
+        problems = list(self.options.node_problems)
+        if self._docker_problem:
+            problems.append(f"docker: {self._docker_problem}")
+        return Status(
+            applied_revision=self._applied_revision,
+            containers=self._container_statuses(),
+            problems=problems,
+        )
+
+    def _container_statuses(self) -> list[ContainerStatus]:
+        desired = self._desired or {}
+        statuses: dict[str, ContainerStatus] = {}
+        for one in self._observed:
+            container_id = one.observed.id
+            wanted = desired.get(container_id)
+            statuses[container_id] = ContainerStatus(
+                id=container_id,
+                state=one.observed.state,
+                namespace=one.namespace,
+                deployment=one.deployment,
+                capacity=wanted.capacity if wanted else "",
+                limits=one.observed.limits,
+                revision=self._container_revision.get(container_id, 0),
+                started_at=one.started_at,
+                exit_code=one.exit_code,
+                error=self._problems.get(container_id, ""),
+                drift=self._drift.get(container_id, []),
+            )
+        for container_id, wanted in desired.items():
+            if container_id not in statuses:
+                problem = self._problems.get(container_id, "")
+                statuses[container_id] = ContainerStatus(
+                    id=container_id,
+                    state="refused" if problem.startswith("refused") else "missing",
+                    namespace=wanted.namespace,
+                    deployment=wanted.deployment,
+                    capacity=wanted.capacity,
+                    error=problem,
+                )
+        return [statuses[key] for key in sorted(statuses)]
+
+    def _state(self, report: Status) -> AgentState:
+        desired = self._desired
+        return AgentState(
+            node=self.options.node,
+            pid=os.getpid(),
+            updated_at=self._clock(),
+            docker=self._docker_problem or "up",
+            desired_revision=self.desired_revision,
+            applied_revision=report.applied_revision,
+            shared_pool=str(shared_pool((desired or {}).values(), self.host)),
+            last_reconcile=self._last_pass,
+            problems=report.problems,
+            containers=report.containers,
+        )
+
+
+def _describe(settings: Settings) -> dict[str, object]:
+    return {
+        "cpuset": str(settings.cpuset_cpus),
+        "cpu_shares": settings.cpu_shares,
+        "cpu_quota": settings.cpu_quota,
+        "mem": format_memory(settings.mem_limit) if settings.mem_limit else "unlimited",
+    }
+
+
+def _verb(action: Action) -> str:
+    return {Create: "create", Start: "start", Update: "update", Remove: "remove"}[type(action)]
