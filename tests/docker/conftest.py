@@ -8,6 +8,7 @@ it with ALLOT_SKIP_DOCKER_TESTS=1.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 
 import docker
@@ -37,3 +38,12 @@ def docker_client() -> Iterator[docker.DockerClient]:
         pytest.fail(f"the test image {IMAGE} is missing; {HOW_TO_FIX}", pytrace=False)
     yield client
     client.close()
+
+
+@pytest.fixture
+def node(docker_client: docker.DockerClient) -> Iterator[str]:
+    """A node name of this test's own, and none of its containers left behind."""
+    name = f"test-{uuid.uuid4().hex[:10]}"
+    yield name
+    for found in docker_client.api.containers(all=True, filters={"label": [f"allot.node={name}"]}):
+        docker_client.api.remove_container(found["Id"], force=True)

@@ -1,0 +1,129 @@
+"""An in-process agent runtime on the real Docker engine, and ways to look at what it did.
+
+async with running_runtime(node, tmp_path) as runtime:
+    runtime.set_desired(1, [container(...)], full=True)
+    await applied(runtime, 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import msgspec
+
+from agent.discovery.inventory import discover
+from agent.runtime.docker_engine import DockerEngine
+from agent.runtime.labels import node_filter
+from agent.runtime.plan import Host
+from agent.runtime.reconciler import Runtime, RuntimeOptions
+from shared.cpuset import CpuSet
+from shared.protocol import ContainerStatus, DesiredContainer, Limits
+from tests.docker.conftest import IMAGE
+from tests.polling import eventually
+
+MIB = 1024 * 1024
+CONVERGE_SECONDS = 30.0
+
+
+def this_host() -> Host:
+    """This machine as discovery sees it (the CPUs this process may use are offered)."""
+    inventory = discover(sysfs_root=Path("/"), reserved=CpuSet(), hostname=socket.gethostname())
+    return Host.of(inventory)
+
+
+def cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def container(container_id: str, **fields: Any) -> DesiredContainer:
+    """A sleeping busybox container; ``fields`` override any DesiredContainer field."""
+    defaults: dict[str, Any] = {
+        "image": IMAGE,
+        "command": ["sleep", "3600"],
+        "namespace": "team-a",
+        "deployment": "web",
+    }
+    return DesiredContainer(id=container_id, **(defaults | fields))
+
+
+def memory_limits(
+    cpuset: str = "", *, shares: int = 1024, mib: int = 64, cpu_quota: int = -1
+) -> Limits:
+    """Limits as the placement spec writes them: memswap = limit, reservation = half."""
+    return Limits(
+        cpuset_cpus=cpuset,
+        cpu_shares=shares,
+        cpu_quota=cpu_quota,
+        mem_limit=mib * MIB,
+        memswap_limit=mib * MIB,
+        mem_reservation=max(mib * MIB // 2, 6 * MIB),
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_runtime(
+    node: str, tmp_path: Path, *, host: Host | None = None, resync_seconds: float = 10.0
+) -> AsyncIterator[Runtime]:
+    engine = DockerEngine.connect(node=node, base_url="", timeout=30)
+    options = RuntimeOptions(
+        node=node,
+        state_path=tmp_path / f"agent-{node}.json",
+        resync_seconds=resync_seconds,
+        stop_timeout_seconds=1,
+    )
+    runtime = Runtime(engine, host or this_host(), options)
+    task = asyncio.create_task(runtime.run())
+    try:
+        yield runtime
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        engine.close()
+
+
+async def applied(runtime: Runtime, revision: int, within: float = CONVERGE_SECONDS) -> None:
+    """Wait until the runtime reports ``revision`` applied."""
+    await eventually(lambda: runtime.report().applied_revision >= revision, within=within)
+
+
+def status_of(runtime: Runtime, container_id: str) -> ContainerStatus:
+    """The container's reported status; state "unreported" before the runtime saw it."""
+    reported = (c for c in runtime.report().containers if c.id == container_id)
+    return next(reported, ContainerStatus(id=container_id, state="unreported"))
+
+
+def managed(client: docker.DockerClient, node: str) -> dict[str, dict[str, Any]]:
+    """``docker inspect`` of each container labelled for ``node``, by allot id."""
+    found = client.api.containers(all=True, filters=node_filter(node))
+    inspected = [client.api.inspect_container(c["Id"]) for c in found]
+    return {attrs["Config"]["Labels"]["allot.id"]: attrs for attrs in inspected}
+
+
+def limits_in(attrs: dict[str, Any]) -> Limits:
+    host = attrs["HostConfig"]
+    return msgspec.convert(
+        {
+            "cpuset_cpus": host["CpusetCpus"],
+            "cpuset_mems": host["CpusetMems"],
+            "cpu_shares": host["CpuShares"],
+            "cpu_quota": host["CpuQuota"],
+            "cpu_period": host["CpuPeriod"],
+            "mem_limit": host["Memory"],
+            "memswap_limit": host["MemorySwap"],
+            "mem_reservation": host["MemoryReservation"],
+        },
+        Limits,
+    )
+
+
+def remove_all(client: docker.DockerClient, node: str) -> None:
+    for found in client.api.containers(all=True, filters=node_filter(node)):
+        client.api.remove_container(found["Id"], force=True)
