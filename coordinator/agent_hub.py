@@ -52,6 +52,7 @@ class AgentHub:
         self._config = config
         self._metrics = metrics
         self._sessions: dict[str, web.WebSocketResponse] = {}
+        self._drift_seen: dict[tuple[str, str], list[str]] = {}  # (node, container) -> drift
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not token_matches(bearer_token(request), (self._config.join_token,)):
@@ -191,10 +192,28 @@ class AgentHub:
         elif isinstance(frame, Status):
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)
+            self._log_new_drift(name, frame)
         elif isinstance(frame, Error):
             log.warning("agent reported an error", node=name, code=frame.code, reason=frame.message)
         else:
             log.warning("agent said hello twice; ignored", node=name)
+
+    def _log_new_drift(self, node: str, status: Status) -> None:
+        """Hand-made changes an agent put back, logged here once each, so the operator
+        reading the coordinator's log sees every node's drift."""
+        for container in status.containers:
+            key = (node, container.id)
+            if container.drift and self._drift_seen.get(key) != container.drift:
+                log.warning(
+                    "drift corrected on node",
+                    node=node,
+                    id=container.id,
+                    changes="; ".join(container.drift),
+                )
+            self._drift_seen[key] = container.drift
+        reported = {container.id for container in status.containers}
+        for key in [k for k in self._drift_seen if k[0] == node and k[1] not in reported]:
+            del self._drift_seen[key]
 
     async def _refuse(
         self, ws: web.WebSocketResponse, code: str, message: str, address: str

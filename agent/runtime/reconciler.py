@@ -93,6 +93,7 @@ class Runtime:
         self._problems: dict[str, str] = {}  # per container: refusal or failure, logged once
         self._observed: list[Inspected] = []
         self._docker_problem = ""
+        self._state_problem = ""
         self._adopted = False
         self._last_pass: LastReconcile | None = None
         self._wake = asyncio.Event()
@@ -324,12 +325,25 @@ class Runtime:
 
     async def _publish(self) -> None:
         report = self._build_report()
-        write_state(self.options.state_path, self._state(report))
+        self._save_state(report)
         if report != self._report:
             async with self._report_changed:
                 self._report = report
                 self._report_version += 1
                 self._report_changed.notify_all()
+
+    def _save_state(self, report: Status) -> None:
+        """For ``allot-agent status``; a state that cannot be written is only logged (once
+        per reason), since the coordinator's report does not depend on it."""
+        try:
+            write_state(self.options.state_path, self._state(report))
+        except OSError as error:
+            reason = f"{error.strerror or error}: {error.filename or self.options.state_path}"
+            if reason != self._state_problem:
+                log.warning("cannot write the agent state for allot-agent status", reason=reason)
+            self._state_problem = reason
+        else:
+            self._state_problem = ""
 
     def _build_report(self) -> Status:
         problems = list(self.options.node_problems)
