@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import docker
+import requests
+from docker.errors import DockerException
 
 from agent.runtime import labels
 from agent.runtime.docker_engine import EngineUnavailable
@@ -22,15 +24,18 @@ async def follow_events(client: docker.DockerClient, node: str, wake: Callable[[
     when the engine ends the stream; raises ``EngineUnavailable`` if it cannot be read."""
     loop = asyncio.get_running_loop()
     # Not the runtime's bounded pool: this thread blocks for as long as the stream lasts.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="docker-events") as reader:
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docker-events")
+    try:
         try:
             stream = await loop.run_in_executor(reader, _open, client, node)
-        except docker.errors.DockerException as error:
+        except (DockerException, requests.RequestException) as error:
             raise EngineUnavailable(f"cannot read Docker events: {error}") from error
         try:
             await loop.run_in_executor(reader, _pump, stream, loop, wake)
         finally:
             stream.close()  # ends a read still blocked in the thread
+    finally:
+        reader.shutdown(wait=False)  # never wait on the loop for a thread to notice
 
 
 def _open(client: docker.DockerClient, node: str) -> Any:

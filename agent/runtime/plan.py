@@ -8,7 +8,7 @@ a hand-made change, drift, from a new desired value). The result has one ``Work`
 container id that needs anything, sorted by id; its actions run in order, and different
 containers' work is independent.
 
-The rules:
+The rules (a container without an ``allot.id`` label is never touched):
 - a container no longer desired, or a second one with the same id, is removed;
 - a desired container that is missing is created and started, unless it asks for a GPU
   this node does not have or for a label in allot's own namespace (refused);
@@ -116,7 +116,7 @@ def plan(
     targets = target_settings(desired, host)
     by_id: dict[str, list[Observed]] = defaultdict(list)
     for container in observed:
-        if container.state != "removing":
+        if container.id and container.state != "removing":  # no allot.id: not ours
             by_id[container.id].append(container)
     work = []
     for container_id in sorted(by_id.keys() | desired.keys()):

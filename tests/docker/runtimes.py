@@ -104,7 +104,7 @@ def managed(client: docker.DockerClient, node: str) -> dict[str, dict[str, Any]]
     """``docker inspect`` of each container labelled for ``node``, by allot id."""
     found = client.api.containers(all=True, filters=node_filter(node))
     inspected = [client.api.inspect_container(c["Id"]) for c in found]
-    return {attrs["Config"]["Labels"]["allot.id"]: attrs for attrs in inspected}
+    return {attrs["Config"]["Labels"].get("allot.id", ""): attrs for attrs in inspected}
 
 
 def limits_in(attrs: dict[str, Any]) -> Limits:

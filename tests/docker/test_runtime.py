@@ -173,11 +173,17 @@ async def test_a_hand_made_change_is_put_back_and_reported_as_drift(
 
 
 @pytest.fixture
-def strangers(docker_client: docker.DockerClient) -> Iterator[list[str]]:
-    """A container without allot's labels and one of another node, both running."""
+def strangers(docker_client: docker.DockerClient, node: str) -> Iterator[list[str]]:
+    """Running containers that are not this node's to manage: one without allot's labels,
+    one of another node, one with this node's label but no allot id."""
+    labelled = (
+        {"app": "not-ours"},
+        {"allot.id": "x", "allot.node": "another-node"},
+        {"allot.node": node},
+    )
     made = [
         docker_client.containers.run(IMAGE, ["sleep", "3600"], detach=True, labels=labels)
-        for labels in ({"app": "not-ours"}, {"allot.id": "x", "allot.node": "another-node"})
+        for labels in labelled
     ]
     yield [one.id for one in made if one.id is not None]
     for one in made:
@@ -195,7 +201,7 @@ async def test_containers_without_this_nodes_labels_are_left_alone(
         await applied(runtime, 2)
         runtime.set_desired(3, [], full=True)
         await applied(runtime, 3)
-        await eventually(lambda: managed(docker_client, node) == {})
+        await eventually(lambda: list(managed(docker_client, node)) == [""])
     after = [docker_client.api.inspect_container(one) for one in strangers]
     assert [a["State"] for a in after] == [b["State"] for b in before]
     assert [a["HostConfig"] for a in after] == [b["HostConfig"] for b in before]
