@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import docker
+import requests
 from docker.errors import DockerException, NotFound
 
 # Run as a script, Python puts bench/ first on the path, where this file would stand in for
@@ -398,13 +399,26 @@ async def run(args: argparse.Namespace) -> None:
             print(f"ours / naive (medians): {median_ours / median_naive:.2f}")
         finally:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task  # a task that failed was reported by check_alive already
             engine.close()
-            left = remove_all(client, by_label(labels.NODE, node))
-            left += remove_all(client, by_label(NAIVE_LABEL, node))
-            if left:
-                print(f"cleanup: removed {left} containers left behind", file=sys.stderr)
+            cleanup(client, node)
+
+
+def cleanup(client: docker.DockerClient, node: str) -> None:
+    """Remove every container the bench made; say so when the engine does not let us."""
+    try:
+        left = remove_all(client, by_label(labels.NODE, node))
+        left += remove_all(client, by_label(NAIVE_LABEL, node))
+    except (DockerException, requests.RequestException) as error:
+        print(
+            f"cleanup failed ({error}): remove the containers labelled {labels.NODE}={node}"
+            f" or {NAIVE_LABEL}={node} by hand",
+            file=sys.stderr,
+        )
+        return
+    if left:
+        print(f"cleanup: removed {left} containers left behind", file=sys.stderr)
 
 
 def main() -> int:
@@ -426,6 +440,9 @@ def main() -> int:
         asyncio.run(run(args))
     except BenchError as error:
         print(f"bench failed: {error}", file=sys.stderr)
+        return 1
+    except (DockerException, requests.RequestException) as error:
+        print(f"bench failed: the Docker engine: {error}", file=sys.stderr)
         return 1
     return 0
 
