@@ -122,7 +122,8 @@ def plan(
     for container_id in sorted(by_id.keys() | desired.keys()):
         wanted = desired.get(container_id)
         if wanted is None:
-            removals = tuple(Remove(c.docker_id, "no longer desired") for c in by_id[container_id])
+            leftovers = _keeper_first(by_id[container_id])
+            removals = tuple(Remove(c.docker_id, "no longer desired") for c in leftovers)
             work.append(Work(container_id, removals))
             continue
         ranked = _keeper_first(by_id[container_id])
@@ -148,10 +149,12 @@ def target_settings(desired: Mapping[str, DesiredContainer], host: Host) -> dict
 
 
 def shared_pool(desired: Iterable[DesiredContainer], host: Host) -> CpuSet:
-    """The offered CPUs no bound container uses; all of them when that leaves none."""
+    """The offered CPUs no bound container uses; all of them when that leaves none. A
+    refused bound container still counts: the coordinator gave it those CPUs, and one
+    already running (say, its GPU went away) keeps running on them."""
     bound = CpuSet()
     for container in desired:
-        if not container.shared_pool and refusal(container, host) == "":
+        if not container.shared_pool:
             bound |= CpuSet.parse(container.limits.cpuset_cpus) & host.offered
     return (host.offered - bound) or host.offered
 
