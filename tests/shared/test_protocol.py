@@ -228,6 +228,32 @@ def test_frame_written_by_plain_msgpack_decodes() -> None:
     )
 
 
+def test_a_desired_container_carries_its_identity_pool_and_restart_policy() -> None:
+    container: dict[str, Any] = {
+        "id": "c-6",
+        "image": "busybox",
+        "namespace": "team-a",
+        "deployment": "web",
+        "shared_pool": True,
+        "gpus": ["GPU-1"],
+        "restart_policy": "on-failure",
+        "capacity": "over-quota",
+    }
+    data = packb({"type": "desired", "revision": 3, "full": True, "containers": [container]})
+    frame = decode_from_coordinator(data)
+    assert isinstance(frame, Desired)
+    assert frame.containers == [DesiredContainer(**container)]
+
+
+def test_an_unknown_restart_policy_is_an_invalid_frame() -> None:
+    container = {"id": "c-7", "image": "busybox", "restart_policy": "sometimes"}
+    data = packb({"type": "desired", "revision": 3, "full": True, "containers": [container]})
+    with pytest.raises(ProtocolError) as raised:
+        decode_from_coordinator(data)
+    assert raised.value.code == "invalid_frame"
+    assert "restart_policy" in raised.value.message
+
+
 def test_hello_written_by_plain_msgpack_parses_cpu_lists() -> None:
     data = packb(
         {
@@ -271,6 +297,12 @@ def test_our_frame_read_by_plain_msgpack() -> None:
     assert raw["containers"][1] == {
         "id": "c-2",
         "state": "exited",
+        "namespace": "",
+        "deployment": "",
+        "capacity": "",
+        "revision": 0,
+        "started_at": "",
+        "drift": [],
         "limits": {
             "cpuset_cpus": "",
             "cpuset_mems": "",
