@@ -18,6 +18,7 @@ from agent.runtime.reconciler import Runtime
 from agent.session import run_link
 from shared.logs import fields_of
 from tests.builders import idle_runtime, make_inventory
+from tests.loopback import serving
 from tests.polling import eventually
 
 TOKEN = "agent-session-token-0123456789"
@@ -71,28 +72,23 @@ async def running(
     """The scripted coordinator on port 0 and an agent linked to it, both stopped after."""
     app = web.Application()
     app.router.add_get("/v1/agent", coordinator.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    config = AgentConfig(
-        server=f"http://{host}:{port}",
-        join_token=TOKEN,
-        node_name="n1",
-        backoff_initial_seconds=0.05,
-        backoff_max_seconds=0.2,
-    )
-    inventory = make_inventory()
-    runtime = runtime or idle_runtime(inventory)
-    link = asyncio.create_task(run_link(config, inventory, runtime))
-    try:
-        yield link
-    finally:
-        link.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await link
-        await runner.cleanup()
+    async with serving(app) as url:
+        config = AgentConfig(
+            server=url,
+            join_token=TOKEN,
+            node_name="n1",
+            backoff_initial_seconds=0.05,
+            backoff_max_seconds=0.2,
+        )
+        inventory = make_inventory()
+        runtime = runtime or idle_runtime(inventory)
+        link = asyncio.create_task(run_link(config, inventory, runtime))
+        try:
+            yield link
+        finally:
+            link.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await link
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ It speaks the protocol with plain ``msgpack``, as any standard peer could."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgpack
@@ -75,17 +73,7 @@ class ScriptedCoordinator:
         }
 
 
-@contextlib.asynccontextmanager
-async def serving(coordinator: ScriptedCoordinator) -> AsyncIterator[str]:
-    """The coordinator on a loopback port; yields its base URL."""
+def app_for(coordinator: ScriptedCoordinator) -> web.Application:
     app = web.Application()
     app.router.add_get("/v1/agent", coordinator.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    return app

@@ -107,6 +107,11 @@ def managed(client: docker.DockerClient, node: str) -> dict[str, dict[str, Any]]
     return {attrs["Config"]["Labels"].get("allot.id", ""): attrs for attrs in inspected}
 
 
+def started_at(client: docker.DockerClient, node: str) -> dict[str, tuple[str, str]]:
+    """Each managed container's Docker id and start time: unchanged if not restarted."""
+    return {cid: (a["Id"], a["State"]["StartedAt"]) for cid, a in managed(client, node).items()}
+
+
 def limits_in(attrs: dict[str, Any]) -> Limits:
     host = attrs["HostConfig"]
     return msgspec.convert(

@@ -14,10 +14,18 @@ import docker
 import pytest
 
 from shared.protocol import DesiredContainer
-from tests.docker.coordinator import ScriptedCoordinator, serving
+from tests.docker.coordinator import ScriptedCoordinator, app_for
 from tests.docker.engine import EngineControl
-from tests.docker.runtimes import container, cpus, limits_in, managed, memory_limits
+from tests.docker.runtimes import (
+    container,
+    cpus,
+    limits_in,
+    managed,
+    memory_limits,
+    started_at,
+)
 from tests.e2e.processes import BIN, Service
+from tests.loopback import serving
 from tests.polling import eventually
 
 pytestmark = pytest.mark.docker
@@ -49,7 +57,7 @@ def running_all(coordinator: ScriptedCoordinator, revision: int, count: int) -> 
 @pytest.fixture
 async def coordinator() -> AsyncIterator[tuple[ScriptedCoordinator, str]]:
     scripted = ScriptedCoordinator()
-    async with serving(scripted) as url:
+    async with serving(app_for(scripted)) as url:
         yield scripted, url
 
 
@@ -88,17 +96,13 @@ async def test_a_killed_agent_adopts_its_containers_and_restarts_none(
     scripted.want(1, desired(3))
     agent = start_agent(tmp_path, url, node, agents)
     await eventually(lambda: running_all(scripted, 1, 3), within=30)
-    before = {
-        cid: (a["Id"], a["State"]["StartedAt"]) for cid, a in managed(docker_client, node).items()
-    }
+    before = started_at(docker_client, node)
     agent.kill9()
     offset = len(agent.text())
     start_agent(tmp_path, url, node, agents)
     await eventually(lambda: "adopted 3 containers" in agent.text()[offset:], within=30)
     await eventually(lambda: len(scripted.hellos) == 2 and running_all(scripted, 1, 3), within=30)
-    after = {
-        cid: (a["Id"], a["State"]["StartedAt"]) for cid, a in managed(docker_client, node).items()
-    }
+    after = started_at(docker_client, node)
     assert after == before
     restarted_log = agent.text()[offset:]
     assert "container started" not in restarted_log

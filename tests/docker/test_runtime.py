@@ -31,6 +31,7 @@ from tests.docker.runtimes import (
     managed,
     memory_limits,
     running_runtime,
+    started_at,
     status_of,
     this_host,
 )
@@ -61,8 +62,13 @@ def three_containers() -> list[Any]:
     ]
 
 
-def started_at(client: docker.DockerClient, node: str) -> dict[str, tuple[str, str]]:
-    return {cid: (a["Id"], a["State"]["StartedAt"]) for cid, a in managed(client, node).items()}
+def three_enforced(pool: str = LOW if HIGH != LOW else HIGH) -> dict[str, Limits]:
+    """What the three containers hold; the pool is the CPUs no bound container uses."""
+    return {
+        "bound-a": memory_limits(HIGH, shares=717, mib=64),
+        "bound-b": memory_limits(HIGH, shares=307, mib=32),
+        "pooled-c": memory_limits(pool, mib=48, cpu_quota=50_000),
+    }
 
 
 def assert_enforced(
@@ -87,17 +93,7 @@ async def test_a_desired_state_is_created_with_every_limit(
     async with running_runtime(node, tmp_path) as runtime:
         runtime.set_desired(1, three_containers(), full=True)
         await applied(runtime, 1)
-        pool = LOW if HIGH != LOW else HIGH  # the offered CPUs no bound container uses
-        assert_enforced(
-            docker_client,
-            node,
-            runtime,
-            {
-                "bound-a": memory_limits(HIGH, shares=717, mib=64),
-                "bound-b": memory_limits(HIGH, shares=307, mib=32),
-                "pooled-c": memory_limits(pool, mib=48, cpu_quota=50_000),
-            },
-        )
+        assert_enforced(docker_client, node, runtime, three_enforced())
     labels = managed(docker_client, node)["bound-a"]["Config"]["Labels"]
     assert {k: v for k, v in labels.items() if k != "allot.spec"} == {
         "allot.id": "bound-a",
@@ -125,14 +121,7 @@ async def test_new_limits_are_applied_in_place_without_a_restart(
         # both CPUs now hold bound containers, so the shared pool is every offered CPU
         everything = ",".join(str(cpu) for cpu in runtime.host.offered)
         assert_enforced(
-            docker_client,
-            node,
-            runtime,
-            {
-                "bound-a": moved,
-                "bound-b": memory_limits(HIGH, shares=307, mib=32),
-                "pooled-c": memory_limits(everything, mib=48, cpu_quota=50_000),
-            },
+            docker_client, node, runtime, three_enforced(everything) | {"bound-a": moved}
         )
         assert started_at(docker_client, node) == before
     updates = {entry["id"]: entry for entry in logged(runtime_log, "limits updated")}
@@ -153,16 +142,7 @@ async def test_a_hand_made_change_is_put_back_and_reported_as_drift(
             target["Id"], cpu_shares=2, mem_limit=128 * 1024**2, memswap_limit=128 * 1024**2
         )
         await eventually(lambda: status_of(runtime, "bound-a").drift != [], within=15)
-        assert_enforced(
-            docker_client,
-            node,
-            runtime,
-            {
-                "bound-a": memory_limits(HIGH, shares=717, mib=64),
-                "bound-b": memory_limits(HIGH, shares=307, mib=32),
-                "pooled-c": memory_limits(LOW if HIGH != LOW else HIGH, mib=48, cpu_quota=50_000),
-            },
-        )
+        assert_enforced(docker_client, node, runtime, three_enforced())
         assert status_of(runtime, "bound-a").drift == [
             "cpu_shares 2 -> 717",
             "mem_limit 128Mi -> 64Mi",

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from coordinator.errors import error_response
+from tests import loopback
 
 TOKEN = "lease-test-token-0123456789"
 
@@ -97,17 +98,11 @@ async def serving() -> AsyncIterator[LeaseServer]:
     app = web.Application()
     app.router.add_post("/v1/capacity", server.capacity)
     app.router.add_post("/v1/capacity/release", server.release)
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    server.url = f"http://{host}:{port}"
-    try:
-        yield server
-    finally:
-        server._stopping.set()
-        await runner.cleanup()
+    async with loopback.serving(app) as server.url:
+        try:
+            yield server
+        finally:
+            server._stopping.set()
 
 
 def unused_url() -> str:

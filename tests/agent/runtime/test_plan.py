@@ -41,6 +41,7 @@ from agent.runtime.settings import Settings, docker_cpuset
 from shared.cpuset import CpuSet
 from shared.inventory import Cpu, Gpu, Inventory, MigDevice, NumaNode
 from shared.protocol import DesiredContainer, Limits, RestartPolicy
+from tests.agent.runtime.reported import limits_of
 
 GiB = 2**30
 GPU = "GPU-aaaa"
@@ -57,20 +58,6 @@ LATE = "2024-05-02T10:00:00.000000000Z"
 
 def desired(container_id: str = "c1", **fields: Any) -> DesiredContainer:
     return DesiredContainer(id=container_id, image=fields.pop("image", "busybox:1"), **fields)
-
-
-def limits_of(target: Settings) -> Limits:
-    """The limits Docker reports for a container set to ``target``."""
-    return Limits(
-        cpuset_cpus=docker_cpuset(target.cpuset_cpus),
-        cpuset_mems=docker_cpuset(target.cpuset_mems),
-        cpu_shares=target.cpu_shares,
-        cpu_quota=target.cpu_quota,
-        cpu_period=target.cpu_period,
-        mem_limit=target.mem_limit,
-        memswap_limit=target.memswap_limit,
-        mem_reservation=target.mem_reservation,
-    )
 
 
 def observed(

@@ -19,6 +19,7 @@ from agent.runtime.settings import (
 )
 from shared.cpuset import CpuSet
 from shared.protocol import Limits
+from tests.agent.runtime.reported import limits_of
 
 ONLINE = CpuSet.parse("0-3")
 MEMORY_NODES = CpuSet([0])
@@ -30,20 +31,6 @@ MiB = 2**20
 
 def canonical(limits: Limits) -> Settings:
     return Settings.of(limits, online=ONLINE, memory_nodes=MEMORY_NODES)
-
-
-def limits_of(target: Settings) -> Limits:
-    """The limits Docker reports for a container set to ``target``."""
-    return Limits(
-        cpuset_cpus=docker_cpuset(target.cpuset_cpus),
-        cpuset_mems=docker_cpuset(target.cpuset_mems),
-        cpu_shares=target.cpu_shares,
-        cpu_quota=target.cpu_quota,
-        cpu_period=target.cpu_period,
-        mem_limit=target.mem_limit,
-        memswap_limit=target.memswap_limit,
-        mem_reservation=target.mem_reservation,
-    )
 
 
 BASE = canonical(Limits())
