@@ -38,7 +38,7 @@ MAX_REQUEST_BYTES = 1024 * 1024
 
 def make_app(config: CoordinatorConfig) -> web.Application:
     app = web.Application(
-        middlewares=[json_errors, api_tokens_middleware(config.api_tokens)],
+        middlewares=[json_errors, api_tokens_middleware(config)],
         client_max_size=MAX_REQUEST_BYTES,
     )
     app[CONFIG] = config

@@ -11,6 +11,7 @@ from msgspec import Meta
 
 from coordinator.leases import ResourceTemplate, TemplateError, validate_templates
 from coordinator.pools import PoolConfigError, parse_config
+from coordinator.quotas.resources import is_rfc1123_label
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 
 ENV_PREFIX = "ALLOT_COORDINATOR_"
@@ -26,6 +27,17 @@ class QuotaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     gpu_memory_source: Literal["convention", "inventory"] = "convention"
     # Seconds before a quota may again preempt the quota it just preempted; 0 disables.
     preemption_cooldown_s: Annotated[float, Meta(ge=0)] = 30.0
+
+
+class NamespaceToken(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One ``[[namespace_tokens]]`` entry: a secret that acts only for these namespaces.
+
+    Validated by ``CoordinatorConfig``, which can name the entry's position and compare the
+    token with every other one.
+    """
+
+    token: str
+    namespaces: list[str]
 
 
 class PoolSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -52,6 +64,9 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     api_tokens: Annotated[
         list[str], Meta(description="secrets API clients present (comma-separated)")
     ] = []
+    # [[namespace_tokens]] in the TOML file only: tokens limited to some namespaces. The
+    # api_tokens above are the admin tokens.
+    namespace_tokens: list[NamespaceToken] = []
     lease_seconds: Annotated[
         float, Meta(gt=0, description="a node is lost after this long without a heartbeat")
     ] = 15.0
@@ -87,6 +102,8 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(
                 f"api_tokens at positions {short} are shorter than {MIN_TOKEN_LENGTH} characters"
             )
+        _check_namespace_tokens(self.namespace_tokens)
+        _check_distinct(self.api_tokens, self.namespace_tokens)
         try:
             validate_templates(self.resources)
         except TemplateError as error:
@@ -100,3 +117,33 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def store_path(self) -> Path:
         return Path(self.data_dir) / "allot.db"
+
+
+def _check_namespace_tokens(entries: list[NamespaceToken]) -> None:
+    for index, entry in enumerate(entries):
+        where = f"namespace_tokens[{index}]"
+        if len(entry.token) < MIN_TOKEN_LENGTH:
+            raise ValueError(f"{where}: token is shorter than {MIN_TOKEN_LENGTH} characters")
+        if not entry.namespaces:
+            raise ValueError(f"{where}: namespaces must name at least one namespace")
+        bad = [name for name in entry.namespaces if not is_rfc1123_label(name)]
+        if bad:
+            raise ValueError(
+                f"{where}: namespaces {bad} are not valid namespace names"
+                " (a-z, 0-9 and '-', starting and ending with a letter or digit,"
+                " at most 63 characters)"
+            )
+
+
+def _check_distinct(api_tokens: list[str], entries: list[NamespaceToken]) -> None:
+    """Every token once: a token listed twice would have two roles. The message names the
+    positions, never the secret."""
+    first: dict[str, str] = {}
+    places = [(f"api_tokens[{i}]", token) for i, token in enumerate(api_tokens)]
+    places += [(f"namespace_tokens[{i}]", entry.token) for i, entry in enumerate(entries)]
+    for place, token in places:
+        if token in first:
+            raise ValueError(
+                f"{first[token]} and {place} are the same token; every token must be distinct"
+            )
+        first[token] = place

@@ -41,6 +41,13 @@ class Unauthorized(ApiError):
     code = "unauthorized"
 
 
+class Forbidden(ApiError):
+    """A valid token whose role may not do this (a namespace token changing configuration)."""
+
+    status = 403
+    code = "forbidden"
+
+
 class NotFound(ApiError):
     status = 404
     code = "not_found"

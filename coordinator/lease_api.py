@@ -1,5 +1,10 @@
 """The lease API: capacity requests and releases (leases spec 2), resource templates,
-and each resource's status and leases. Handlers decode, call the service, encode."""
+and each resource's status and leases. Handlers decode, call the service, encode.
+
+Changing a template (PUT, DELETE ``/v1/resources/{id}``) changes configuration and needs an
+admin token. Asking for and releasing capacity is what lease clients do, within what the
+templates allow, so every valid token may; so may every read.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from coordinator.errors import ApiError, NotFound
 from coordinator.keys import LEASES
 from coordinator.lease_service import LeaseRequestError
 from coordinator.leases import ResourceTemplate
+from coordinator.roles import require_admin
 from shared.codec import json_decoder
 from shared.lease_protocol import CapacityRequest, ReleaseRequest
 
@@ -41,6 +47,7 @@ async def release(request: web.Request) -> web.Response:
 
 
 async def put_template(request: web.Request) -> web.Response:
+    require_admin(request, "changing resource templates")
     glob = request.match_info["id"]
     fields: dict[str, Any] = await read_body(request, _decode_object, "resource template")
     if fields.setdefault("identifier_glob", glob) != glob:
@@ -68,6 +75,7 @@ async def get_template(request: web.Request) -> web.Response:
 
 
 async def delete_template(request: web.Request) -> web.Response:
+    require_admin(request, "deleting resource templates")
     glob = request.match_info["id"]
     try:
         deleted = await request.app[LEASES].delete_template(glob)

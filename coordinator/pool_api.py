@@ -6,8 +6,9 @@
     POST /v1/pools/simulate           {"total", "timeline", "config"?, "state"?, "substep"?}
                                       -> every step's shares and volumes; commits nothing
 
-A config that breaks a rule is 422 with the rule as the error code and the pool named;
-nothing changes.
+PUT and DELETE need an admin token (403 ``forbidden`` otherwise); every valid token may
+read and simulate. A config that breaks a rule is 422 with the rule as the error code and
+the pool named; nothing changes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, NotFound, Unprocessable
 from coordinator.keys import POOLS
 from coordinator.pools import ROOT, PoolError, simulate
+from coordinator.roles import require_admin
 from shared.codec import json_decoder
 
 _decode_object: msgspec.json.Decoder[dict[str, Any]] = json_decoder(dict[str, Any])
@@ -56,6 +58,7 @@ async def get_pool(request: web.Request) -> web.Response:
 
 
 async def put_pool(request: web.Request) -> web.Response:
+    require_admin(request, "changing pools")
     name = request.match_info["name"]
     if name == ROOT:
         raise ApiError(f"{ROOT} is implicit: its settings are [pools] in the config file")
@@ -68,6 +71,7 @@ async def put_pool(request: web.Request) -> web.Response:
 
 
 async def delete_pool(request: web.Request) -> web.Response:
+    require_admin(request, "deleting pools")
     name = request.match_info["name"]
     try:
         deleted = await request.app[POOLS].delete(name)

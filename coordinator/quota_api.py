@@ -4,8 +4,9 @@
     PUT/GET/DELETE /v1/compositeelasticquotas/{name}   {"namespaces": [...], "min": ..., "max": ...}
     GET /v1/quotas          every quota with status, Σmin, the cluster's capacity, warnings
 
-A write that breaks a rule is 422 (format) or 409 (conflict) with the rule as the error
-code and every offending item in the details; nothing changes.
+Writes need an admin token (403 ``forbidden`` otherwise); every valid token may read. A
+write that breaks a rule is 422 (format) or 409 (conflict) with the rule as the error code
+and every offending item in the details; nothing changes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, Conflict, NotFound, Unprocessable
 from coordinator.keys import QUOTAS, REGISTRY
 from coordinator.quotas import COMPOSITE, ELASTIC, Quota, QuotaError
+from coordinator.roles import require_admin
 from shared.codec import json_decoder
 
 
@@ -54,6 +56,7 @@ def _refused(error: QuotaError) -> ApiError:
 
 def _routes_for(kind: str) -> list[web.RouteDef]:
     async def put(request: web.Request) -> web.Response:
+        require_admin(request, f"changing {kind}s")
         quota = await _quota_from(request, kind)
         service = request.app[QUOTAS]
         try:
@@ -67,6 +70,7 @@ def _routes_for(kind: str) -> list[web.RouteDef]:
         return json_response(service.view(_existing(request, kind)))
 
     async def delete(request: web.Request) -> web.Response:
+        require_admin(request, f"deleting {kind}s")
         quota = _existing(request, kind)
         await request.app[QUOTAS].delete(kind, quota.name)
         return json_response({})

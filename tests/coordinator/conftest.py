@@ -15,13 +15,15 @@ import pytest
 from aiohttp import web
 
 from coordinator.app import make_app
-from coordinator.config import CoordinatorConfig
+from coordinator.config import CoordinatorConfig, NamespaceToken
 from shared.codec import to_builtins
 from shared.protocol import SUBPROTOCOL
 from tests.builders import make_inventory
 
 JOIN_TOKEN = "join-token-for-tests-0123456789"
-API_TOKEN = "api-token-for-tests-0123456789"
+API_TOKEN = "api-token-for-tests-0123456789"  # an admin token
+NAMESPACE_TOKEN = "namespace-token-for-tests-0123456789"  # for the namespace "team-a" only
+NAMESPACE = "team-a"
 LEASE_SECONDS = 0.8
 HEARTBEAT_SECONDS = 0.2
 
@@ -105,6 +107,7 @@ def config_for(data_dir: Path, **overrides: Any) -> CoordinatorConfig:
         "data_dir": str(data_dir),
         "join_token": JOIN_TOKEN,
         "api_tokens": [API_TOKEN],
+        "namespace_tokens": [NamespaceToken(token=NAMESPACE_TOKEN, namespaces=[NAMESPACE])],
         "lease_seconds": LEASE_SECONDS,
         "heartbeat_seconds": HEARTBEAT_SECONDS,
         "hello_timeout_seconds": 0.5,

@@ -377,6 +377,119 @@ def test_coordinator_heartbeat_just_under_the_lease() -> None:
     assert config.heartbeat_seconds < config.lease_seconds
 
 
+# --- namespace tokens (file only) -------------------------------------------------------
+
+NAMESPACE_TOKEN = "n" * 16
+
+
+def coordinator_file(tmp_path: Path, toml: str) -> CoordinatorConfig:
+    file = tmp_path / "coordinator.toml"
+    file.write_text(f'join_token = "{"j" * 20}"\napi_tokens = ["{TOKEN}"]\n{toml}')
+    return load(CoordinatorConfig, file=file)
+
+
+def test_namespace_tokens_from_the_file(tmp_path: Path) -> None:
+    config = coordinator_file(
+        tmp_path,
+        f"""
+[[namespace_tokens]]
+token = "{NAMESPACE_TOKEN}"
+namespaces = ["team-a", "team-b"]
+
+[[namespace_tokens]]
+token = "{"m" * 40}"
+namespaces = ["ml"]
+""",
+    )
+    assert config.api_tokens == [TOKEN]
+    assert [(e.token, e.namespaces) for e in config.namespace_tokens] == [
+        (NAMESPACE_TOKEN, ["team-a", "team-b"]),
+        ("m" * 40, ["ml"]),
+    ]
+
+
+def test_namespace_tokens_default_to_none() -> None:
+    assert coordinator().namespace_tokens == []
+
+
+def test_namespace_tokens_can_only_be_set_in_a_file() -> None:
+    complaint = coordinator_error(namespace_tokens=NAMESPACE_TOKEN)
+    assert complaint == (
+        "environment variable ALLOT_COORDINATOR_NAMESPACE_TOKENS:"
+        " namespace_tokens can only be set in a file"
+    )
+    parser = argparse.ArgumentParser()
+    add_flags(parser, CoordinatorConfig)
+    assert "--namespace-tokens" not in parser.format_help()
+
+
+def _entry(token: str = NAMESPACE_TOKEN, namespaces: str = '["team-a"]') -> str:
+    return f'\n[[namespace_tokens]]\ntoken = "{token}"\nnamespaces = {namespaces}\n'
+
+
+@pytest.mark.parametrize(
+    ("toml", "complaint"),
+    [
+        (_entry(token="n" * 15), "namespace_tokens[0]: token is shorter than 16 characters"),
+        (
+            _entry() + _entry(token="", namespaces='["x"]'),
+            "namespace_tokens[1]: token is shorter than 16 characters",
+        ),
+        (_entry(namespaces="[]"), "namespace_tokens[0]: namespaces must name at least one"),
+        (
+            _entry(namespaces='["team-a", "Team_B", "-x", "' + "a" * 64 + '"]'),
+            f"namespace_tokens[0]: namespaces ['Team_B', '-x', '{'a' * 64}'] are not valid"
+            " namespace names (a-z, 0-9 and '-', starting and ending with a letter or digit,"
+            " at most 63 characters)",
+        ),
+        (
+            _entry(token=TOKEN),
+            "api_tokens[0] and namespace_tokens[0] are the same token;"
+            " every token must be distinct",
+        ),
+        (
+            _entry() + _entry(namespaces='["team-b"]'),
+            "namespace_tokens[0] and namespace_tokens[1] are the same token",
+        ),
+        (
+            '\n[[namespace_tokens]]\ntoken = "' + NAMESPACE_TOKEN + '"\n',
+            "namespace_tokens: Object missing required field `namespaces`",
+        ),
+        (
+            _entry() + 'colour = "blue"\n',
+            "namespace_tokens: Object contains unknown field `colour`",
+        ),
+    ],
+    ids=[
+        "short-token",
+        "short-second-token",
+        "no-namespaces",
+        "bad-namespace-names",
+        "same-as-an-admin-token",
+        "listed-twice",
+        "missing-namespaces",
+        "unknown-field",
+    ],
+)
+def test_namespace_tokens_refused(tmp_path: Path, toml: str, complaint: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        coordinator_file(tmp_path, toml)
+    assert complaint in str(caught.value)
+
+
+def test_a_secret_is_never_in_a_duplicate_token_message(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        coordinator_file(tmp_path, _entry(token=TOKEN))
+    assert TOKEN not in str(caught.value)
+
+
+def test_api_tokens_listed_twice_are_refused() -> None:
+    complaint = coordinator_error(api_tokens=f"{TOKEN},{'b' * 30},{TOKEN}")
+    assert complaint == "api_tokens[0] and api_tokens[2] are the same token;" + (
+        " every token must be distinct"
+    )
+
+
 # --- the agent's settings ----------------------------------------------------------------
 
 
