@@ -15,8 +15,9 @@ The rules (a container without an ``allot.id`` label is never touched):
 - one whose fixed spec (``allot.spec``) differs is removed and made anew;
 - one whose limits differ is updated in place; a memory limit cannot be removed in place,
   which is reported instead;
-- one never started is started; an exited one is started again only when its restart
-  policy is ``always`` (Docker itself restarts the others as their policy says).
+- one never started is started; an exited one is left to its restart policy, which
+  Docker carries out (starting it here as well would race Docker's own restart, above
+  all while the engine itself starts).
 """
 
 from __future__ import annotations
@@ -198,8 +199,6 @@ def _work_for(
             actions.append(Update(kept.docker_id, target, target.changes_from(current), drift))
     if kept.state == "created":
         actions.append(Start(kept.docker_id, "never started"))
-    elif kept.state in ("exited", "dead") and wanted.restart_policy == "always":
-        actions.append(Start(kept.docker_id, "restart policy always"))
     return Work(wanted.id, tuple(actions), problem)
 
 
