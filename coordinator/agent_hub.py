@@ -2,10 +2,13 @@
 
 A session: the join token is checked before the upgrade (401 otherwise); the first
 frame must be ``hello`` within ``hello_timeout_seconds``; the node is registered and
-persisted, then answered with ``welcome``; afterwards ``heartbeat`` renews the node's
-lease and ``status`` updates its health. A newer session for the same node replaces
-the older one. When a lease expires the node is marked lost and its socket, if one is
-still open, is closed, so a node always comes back through a fresh ``hello``.
+persisted, then answered with ``welcome`` carrying the node's whole desired state;
+afterwards ``heartbeat`` renews the node's lease and ``status`` updates its health and
+what its containers are doing. After every change of a node's containers the node's
+agent is sent its whole desired state again (``desired``, full). A newer session for
+the same node replaces the older one. When a lease expires the node is marked lost and
+its socket, if one is still open, is closed, so a node always comes back through a
+fresh ``hello``.
 
 Close codes: 1007 malformed frame, 1003 text frame, 1008 refused (token, protocol
 version, node name, no hello), 1009 frame too large (aiohttp), 1001 coordinator going
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from coordinator.auth import BEARER_HINT, bearer_token, token_matches
 from coordinator.config import CoordinatorConfig
+from coordinator.deployment_service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
 from coordinator.metrics import Metrics
 from coordinator.nodes import node_name_problem
@@ -30,6 +35,7 @@ from shared.protocol import (
     PROTOCOL_VERSION,
     SUBPROTOCOL,
     AgentFrame,
+    Desired,
     Error,
     Heartbeat,
     Hello,
@@ -47,8 +53,16 @@ CLOSE_LEASE_EXPIRED = 4001
 
 
 class AgentHub:
-    def __init__(self, registry: NodeRegistry, config: CoordinatorConfig, metrics: Metrics):
+    def __init__(
+        self,
+        registry: NodeRegistry,
+        config: CoordinatorConfig,
+        metrics: Metrics,
+        deployments: DeploymentService,
+    ):
         self._registry = registry
+        self._deployments = deployments
+        deployments.subscribe(self.push_desired)
         self._config = config
         self._metrics = metrics
         self._sessions: dict[str, web.WebSocketResponse] = {}
@@ -92,6 +106,19 @@ class AgentHub:
                 if ws is not None:
                     await ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
 
+    async def push_desired(self, nodes: Sequence[str]) -> None:
+        """Send each connected node of ``nodes`` its whole desired state; one that is not
+        connected gets it in its next welcome."""
+        for node in nodes:
+            ws = self._sessions.get(node)
+            if ws is None:
+                continue
+            revision, containers = self._deployments.desired(node)
+            with contextlib.suppress(ConnectionError):
+                await ws.send_bytes(
+                    encode(Desired(revision=revision, full=True, containers=containers))
+                )
+
     async def close_all(self) -> None:
         sessions, self._sessions = self._sessions, {}
         for ws in sessions.values():
@@ -110,12 +137,15 @@ class AgentHub:
         if older is not None:
             log.warning("agent session replaced", node=name, address=address)
             await older.close(code=CLOSE_REPLACED, message=b"replaced by a newer session")
+        revision, containers = self._deployments.desired(name)
         await ws.send_bytes(
             encode(
                 Welcome(
                     node=name,
                     lease_seconds=self._config.lease_seconds,
                     heartbeat_seconds=self._config.heartbeat_seconds,
+                    revision=revision,
+                    containers=containers,
                 )
             )
         )
@@ -192,6 +222,7 @@ class AgentHub:
         elif isinstance(frame, Status):
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)
+            self._deployments.observe(name, frame)
             self._log_new_drift(name, frame)
         elif isinstance(frame, Error):
             log.warning("agent reported an error", node=name, code=frame.code, reason=frame.message)

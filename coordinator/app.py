@@ -17,8 +17,20 @@ from coordinator.agent_hub import AgentHub
 from coordinator.api import add_routes
 from coordinator.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.config import CoordinatorConfig
+from coordinator.deployment_api import add_deployment_routes
+from coordinator.deployment_service import DeploymentService
 from coordinator.errors import json_errors
-from coordinator.keys import CONFIG, HUB, LEASES, METRICS, POOLS, QUOTAS, REGISTRY, STORE
+from coordinator.keys import (
+    CONFIG,
+    DEPLOYMENTS,
+    HUB,
+    LEASES,
+    METRICS,
+    POOLS,
+    QUOTAS,
+    REGISTRY,
+    STORE,
+)
 from coordinator.lease_api import add_lease_routes
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
@@ -48,6 +60,7 @@ def make_app(config: CoordinatorConfig) -> web.Application:
     app.cleanup_ctx.append(_leases)
     app.cleanup_ctx.append(_quotas)
     app.cleanup_ctx.append(_pools)
+    app.cleanup_ctx.append(_deployments)
     app.cleanup_ctx.append(_agent_hub)
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
@@ -55,6 +68,7 @@ def make_app(config: CoordinatorConfig) -> web.Application:
     add_plan_routes(app)
     add_quota_routes(app)
     add_pool_routes(app)
+    add_deployment_routes(app)
     app.router.add_get(AGENT_PATH, _agent_socket)
     return app
 
@@ -109,6 +123,13 @@ async def _pools(app: web.Application) -> AsyncIterator[None]:
     await service.save_state()  # a restart then credits the time since this update
 
 
+async def _deployments(app: web.Application) -> AsyncIterator[None]:
+    app[DEPLOYMENTS] = await DeploymentService.load(
+        app[STORE], app[REGISTRY], app[QUOTAS], share_base=app[CONFIG].share_base
+    )
+    yield
+
+
 async def _update_pools(service: PoolService, registry: NodeRegistry) -> None:
     """The fair-share update every fair_share_update_period, on the ready nodes' total."""
     while True:
@@ -136,7 +157,7 @@ async def _stop(task: asyncio.Task[None]) -> None:
 
 
 async def _agent_hub(app: web.Application) -> AsyncIterator[None]:
-    hub = AgentHub(app[REGISTRY], app[CONFIG], app[METRICS])
+    hub = AgentHub(app[REGISTRY], app[CONFIG], app[METRICS], app[DEPLOYMENTS])
     app[HUB] = hub
     watcher = asyncio.create_task(hub.watch_leases())
     yield

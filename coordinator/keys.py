@@ -6,6 +6,7 @@ from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
+from coordinator.deployment_service import DeploymentService
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
 from coordinator.pool_service import PoolService
@@ -21,3 +22,4 @@ HUB = web.AppKey("hub", AgentHub)
 LEASES = web.AppKey("leases", LeaseService)
 QUOTAS = web.AppKey("quotas", QuotaService)
 POOLS = web.AppKey("pools", PoolService)
+DEPLOYMENTS = web.AppKey("deployments", DeploymentService)

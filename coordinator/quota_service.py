@@ -5,13 +5,13 @@ written last) and applied in memory in the same turn of the event loop, so two w
 can never both pass; the store commit follows and is undone in memory if it fails.
 Store keys: ``/quotas/<name>`` (names are unique across both kinds).
 
-``used`` counts the containers that hold an allocation; until deployments exist (they
-come with the coordinator's deployment flow) none does, so every quota shows 0 used.
+``used`` counts the containers that hold an allocation: the deployment service sets
+``counted`` to give them (none until it does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 
 import msgspec
@@ -67,6 +67,7 @@ class QuotaService:
         self._quotas = {quota.name: quota for quota in quotas}
         self._share_base = share_base
         self._settings = settings
+        self.counted: Callable[[], Sequence[Container]] = tuple
 
     @classmethod
     async def load(cls, store: Store, *, share_base: int, settings: QuotaSettings) -> QuotaService:
@@ -113,9 +114,7 @@ class QuotaService:
             self._quotas[name] = quota
 
     def view(self, quota: Quota) -> QuotaView:
-        # No container holds an allocation before deployments exist: nothing is counted.
-        counted: Sequence[Container] = ()
-        used_q = used(quota, counted, self._gb_per_gpu, share_base=self._share_base)
+        used_q = used(quota, self.counted(), self.gb_per_gpu, share_base=self._share_base)
         over = overquota_amount(quota, used_q, share_base=self._share_base)
         return QuotaView(
             name=quota.name,
@@ -173,10 +172,11 @@ class QuotaService:
     def _whole_gpu_gb(self, gpu: Gpu) -> int:
         if self._settings.gpu_memory_source == "inventory":
             return round(gpu.memory / GiB)
-        return self._gb_per_gpu
+        return self.gb_per_gpu
 
     @property
-    def _gb_per_gpu(self) -> int:
+    def gb_per_gpu(self) -> int:
+        """GB charged per whole GPU request (the quota settings)."""
         return self._settings.nvidia_gpu_resource_memory_gb
 
 

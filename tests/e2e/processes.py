@@ -52,7 +52,16 @@ class Service:
         return cls("coordinator", argv, env, workdir / "coordinator.log")
 
     @classmethod
-    def agent(cls, workdir: Path, server: str, node: str, *, token: str = JOIN_TOKEN) -> Service:
+    def agent(
+        cls,
+        workdir: Path,
+        server: str,
+        node: str,
+        *,
+        token: str = JOIN_TOKEN,
+        args: tuple[str, ...] = (),
+    ) -> Service:
+        """An agent of this host as node ``node``; ``args`` are more of its flags."""
         argv = [
             str(BIN / "allot-agent"),
             "run",
@@ -62,6 +71,7 @@ class Service:
             "--backoff-max-seconds=0.5",
             f"--state-dir={workdir}",
             "--stop-timeout-seconds=1",
+            *args,
         ]
         return cls("agent", argv, {"ALLOT_AGENT_JOIN_TOKEN": token}, workdir / f"agent-{node}.log")
 

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from tests.e2e.processes import (
+    JOIN_TOKEN,
     LEASE_SECONDS,
     Service,
     allotctl,
@@ -33,8 +34,10 @@ def start_coordinator(
     return coordinator, url
 
 
-def start_agent(tmp_path: Path, services: list[Service], url: str, **kw: str) -> Service:
-    agent = Service.agent(tmp_path, url, NODE, **kw).start()
+def start_agent(
+    tmp_path: Path, services: list[Service], url: str, token: str = JOIN_TOKEN
+) -> Service:
+    agent = Service.agent(tmp_path, url, NODE, token=token).start()
     services.append(agent)
     return agent
 

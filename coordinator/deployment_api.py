@@ -1,0 +1,201 @@
+"""Deployments and containers over HTTP.
+
+    POST   /v1/namespaces/{ns}/deployments           admit, place, commit, push (201)
+    GET    /v1/namespaces/{ns}/deployments           the namespace's deployments
+    GET    /v1/namespaces/{ns}/deployments/{name}    one, with its containers
+    DELETE /v1/namespaces/{ns}/deployments/{name}    it and all its containers
+    GET    /v1/containers?namespace=&deployment=&node=&state=&capacity=
+    GET    /v1/containers/{id}                       placement, limits, label, history
+    PATCH  /v1/containers/{id}                       realloc by a delta, live (no restart)
+    DELETE /v1/containers/{id}
+
+A namespace token sees and changes only its namespaces (403 otherwise, nothing changes);
+listing containers with it shows only its namespaces' containers. A refused deployment
+answers with the reason (quota, capacity, invalid, conflict), the rule's code and the
+numbers in ``details``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from aiohttp import web
+
+from coordinator.api import json_response, read_body
+from coordinator.deployment_service import DeploymentService, DeployRefused
+from coordinator.deployments.records import ContainerRecord, DeploymentRecord, DeploymentSpec
+from coordinator.errors import ApiError, NotFound
+from coordinator.keys import DEPLOYMENTS
+from coordinator.placement import Delta
+from coordinator.roles import principal_of, require_namespace
+from shared.codec import json_decoder
+from shared.protocol import ContainerStatus
+
+_decode_spec: msgspec.json.Decoder[DeploymentSpec] = json_decoder(DeploymentSpec)
+CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")
+
+
+class DeltaSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A realloc: signed changes ("-0.5", "+256Mi"); ``cpu`` / ``memory`` change request
+    and limit together."""
+
+    cpu: str | int | float | None = None
+    memory: str | int | None = None
+    cpu_request: str | int | float = 0
+    cpu_limit: str | int | float = 0
+    memory_request: str | int = 0
+    memory_limit: str | int = 0
+    cpu_bind: bool | None = None
+    soft_memory: bool | None = None
+
+
+_decode_delta: msgspec.json.Decoder[DeltaSpec] = json_decoder(DeltaSpec)
+
+
+class ContainerView(msgspec.Struct, frozen=True, kw_only=True):
+    record: ContainerRecord
+    state: str  # as the node's agent last reported it; "pending" before it has
+    observed: ContainerStatus | None
+
+
+class DeploymentView(msgspec.Struct, frozen=True, kw_only=True):
+    deployment: DeploymentRecord
+    containers: list[ContainerView]
+
+
+async def create_deployment(request: web.Request) -> web.Response:
+    namespace = request.match_info["namespace"]
+    require_namespace(request, namespace)
+    spec = await read_body(request, _decode_spec, "deployment")
+    service = request.app[DEPLOYMENTS]
+    try:
+        outcome = await service.deploy(namespace, spec)
+    except DeployRefused as refusal:
+        raise _api_error(refusal) from refusal
+    view = DeploymentView(
+        deployment=outcome.deployment,
+        containers=[_view(service, record) for record in outcome.containers],
+    )
+    return json_response(view, status=201)
+
+
+async def list_deployments(request: web.Request) -> web.Response:
+    namespace = request.match_info["namespace"]
+    require_namespace(request, namespace)
+    service = request.app[DEPLOYMENTS]
+    found = [d for d in service.deployments() if d.namespace == namespace]
+    return json_response({"deployments": [_deployment_view(service, d) for d in found]})
+
+
+async def get_deployment(request: web.Request) -> web.Response:
+    service, deployment = _deployment(request)
+    return json_response(_deployment_view(service, deployment))
+
+
+async def delete_deployment(request: web.Request) -> web.Response:
+    service, deployment = _deployment(request)
+    removed = await service.delete_deployment(deployment.namespace, deployment.spec.name)
+    return json_response({"deleted": deployment.spec.name, "containers": removed or []})
+
+
+async def list_containers(request: web.Request) -> web.Response:
+    unknown = sorted(set(request.query) - set(CONTAINER_FILTERS))
+    if unknown:
+        raise ApiError(
+            f"unknown filter {', '.join(unknown)}",
+            code="invalid_request",
+            details={"filters": list(CONTAINER_FILTERS)},
+        )
+    principal = principal_of(request)
+    service = request.app[DEPLOYMENTS]
+    views = [
+        _view(service, record)
+        for record in service.containers()
+        if principal.may_use(record.namespace)
+    ]
+    wanted = {key: request.query[key] for key in CONTAINER_FILTERS if key in request.query}
+    chosen = [view for view in views if all(_field(view, k) == v for k, v in wanted.items())]
+    return json_response({"containers": chosen})
+
+
+async def get_container(request: web.Request) -> web.Response:
+    service, record = _container(request)
+    return json_response(_view(service, record))
+
+
+async def realloc_container(request: web.Request) -> web.Response:
+    service, record = _container(request)
+    body = await read_body(request, _decode_delta, "realloc")
+    delta = Delta(**msgspec.structs.asdict(body))
+    try:
+        changed = await service.realloc(record.id, delta)
+    except DeployRefused as refusal:
+        raise _api_error(refusal) from refusal
+    assert changed is not None  # the container was there a moment ago, in this same turn
+    return json_response(_view(service, changed))
+
+
+async def delete_container(request: web.Request) -> web.Response:
+    service, record = _container(request)
+    await service.delete_container(record.id)
+    return json_response({"deleted": record.id})
+
+
+def _api_error(refusal: DeployRefused) -> ApiError:
+    error = ApiError(
+        refusal.message, code=refusal.code, details={"reason": refusal.reason, **refusal.details}
+    )
+    error.status = refusal.status
+    return error
+
+
+def _deployment(request: web.Request) -> tuple[DeploymentService, DeploymentRecord]:
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    require_namespace(request, namespace)
+    service = request.app[DEPLOYMENTS]
+    deployment = service.deployment(namespace, name)
+    if deployment is None:
+        raise NotFound(f"no deployment {namespace}/{name}")
+    return service, deployment
+
+
+def _container(request: web.Request) -> tuple[DeploymentService, ContainerRecord]:
+    container_id = request.match_info["id"]
+    service = request.app[DEPLOYMENTS]
+    record = service.container(container_id)
+    # A container of a namespace the token may not use is as unknown to it as a missing one.
+    if record is None or not principal_of(request).may_use(record.namespace):
+        raise NotFound(f"no container {container_id}")
+    return service, record
+
+
+def _view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
+    observed = service.observed(record.id)
+    state = "pending" if observed is None else observed.state
+    return ContainerView(record=record, state=state, observed=observed)
+
+
+def _deployment_view(service: DeploymentService, deployment: DeploymentRecord) -> DeploymentView:
+    key = (deployment.namespace, deployment.spec.name)
+    containers = [
+        _view(service, c) for c in service.containers() if (c.namespace, c.deployment) == key
+    ]
+    return DeploymentView(deployment=deployment, containers=containers)
+
+
+def _field(view: ContainerView, name: str) -> str:
+    if name == "state":
+        return view.state
+    value: str = getattr(view.record, name)
+    return value
+
+
+def add_deployment_routes(app: web.Application) -> None:
+    deployments = "/v1/namespaces/{namespace}/deployments"
+    app.router.add_post(deployments, create_deployment)
+    app.router.add_get(deployments, list_deployments)
+    app.router.add_get(deployments + "/{name}", get_deployment)
+    app.router.add_delete(deployments + "/{name}", delete_deployment)
+    app.router.add_get("/v1/containers", list_containers)
+    app.router.add_get("/v1/containers/{id}", get_container)
+    app.router.add_patch("/v1/containers/{id}", realloc_container)
+    app.router.add_delete("/v1/containers/{id}", delete_container)

@@ -1,0 +1,572 @@
+"""Deployments in the coordinator: admit, place, commit all at once, push to the agents.
+
+    outcome = await service.deploy("team-a", spec)     # or DeployRefused with the numbers
+    await service.delete_container(container_id)
+    revision, containers = service.desired("node-a")     # what the node's agent must run
+
+A deployment is decided in one turn of the event loop on the in-memory state (no await
+between reading and changing it, so two decisions can never spend the same capacity),
+then committed in one store transaction: every touched node's allocations (compared with
+the revision they were read at), every new or changed container and the deployment. If
+the commit fails the in-memory state is put back and nothing happened. Only then are the
+touched nodes' agents sent their new desired state.
+
+Quota labels (in-quota / over-quota) are recomputed for every quota after each change
+and stored with the containers whose label moved; the agents get them with the desired
+state.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from coordinator.deployments.node_records import (
+    ALLOCATION_PREFIX,
+    StoredNode,
+    allocation_key,
+    loaded,
+    stored,
+)
+from coordinator.deployments.records import (
+    CONTAINER_PREFIX,
+    DEPLOYMENT_PREFIX,
+    ContainerRecord,
+    DeploymentRecord,
+    DeploymentSpec,
+    HistoryEntry,
+    container_key,
+    deployment_key,
+)
+from coordinator.nodes import NodeState as NodeHealth
+from coordinator.placement import (
+    Delta,
+    NodeState,
+    Normalized,
+    Placement,
+    PlacementError,
+    Planner,
+    Resources,
+    assign,
+    normalize,
+    place,
+    realloc,
+    release,
+)
+from coordinator.plan_nodes import node_from_inventory
+from coordinator.quota_service import QuotaService
+from coordinator.quotas import Container as QuotaContainer
+from coordinator.quotas import admit, label_containers
+from coordinator.registry import NodeRegistry
+from coordinator.store import Compare, Store, Txn
+from shared.codec import json_decoder, to_json
+from shared.logs import get_logger
+from shared.protocol import ContainerStatus, DesiredContainer, Limits, Status
+from shared.quantity import format_cpu, format_memory
+
+log = get_logger("allot.coordinator.deployments")
+
+_decode_node: msgspec.json.Decoder[StoredNode] = json_decoder(StoredNode)
+_decode_container: msgspec.json.Decoder[ContainerRecord] = json_decoder(ContainerRecord)
+_decode_deployment: msgspec.json.Decoder[DeploymentRecord] = json_decoder(DeploymentRecord)
+
+Listener = Callable[[Sequence[str]], Awaitable[None]]
+
+
+class DeployRefused(Exception):
+    """A deployment that cannot be made; nothing changed. ``reason`` is quota, pool,
+    capacity, invalid or conflict; ``status`` the HTTP status; ``details`` the numbers."""
+
+    def __init__(
+        self, reason: str, code: str, message: str, status: int, details: dict[str, object]
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.code = code
+        self.message = message
+        self.status = status
+        self.details = details
+
+
+@dataclass(frozen=True)
+class DeployOutcome:
+    deployment: DeploymentRecord
+    containers: list[ContainerRecord]
+
+
+@dataclass
+class _Change:
+    """What one decision does, applied to memory first and then committed."""
+
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+    containers: dict[str, ContainerRecord] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)
+    deployments: dict[tuple[str, str], DeploymentRecord] = field(default_factory=dict)
+    removed_deployments: list[tuple[str, str]] = field(default_factory=list)
+
+
+class DeploymentService:
+    def __init__(
+        self,
+        store: Store,
+        registry: NodeRegistry,
+        quotas: QuotaService,
+        *,
+        share_base: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._quotas = quotas
+        self._share_base = share_base
+        self._clock = clock
+        self._nodes: dict[str, NodeState] = {}
+        self._node_revision: dict[str, int] = {}  # store revision a node's records are at
+        self._containers: dict[str, ContainerRecord] = {}
+        self._deployments: dict[tuple[str, str], DeploymentRecord] = {}
+        self._observed: dict[str, ContainerStatus] = {}
+        self._listeners: list[Listener] = []
+        quotas.counted = self.quota_containers
+
+    @classmethod
+    async def load(
+        cls, store: Store, registry: NodeRegistry, quotas: QuotaService, *, share_base: int
+    ) -> DeploymentService:
+        service = cls(store, registry, quotas, share_base=share_base)
+        for entry in await store.range(ALLOCATION_PREFIX):
+            state = loaded(_decode_node.decode(entry.value))
+            service._nodes[state.name] = state
+            service._node_revision[state.name] = entry.mod_revision
+        for entry in await store.range(CONTAINER_PREFIX):
+            record = _decode_container.decode(entry.value)
+            service._containers[record.id] = record
+            revision = service._node_revision.get(record.node, 0)
+            service._node_revision[record.node] = max(revision, entry.mod_revision)
+        for entry in await store.range(DEPLOYMENT_PREFIX):
+            deployment = _decode_deployment.decode(entry.value)
+            service._deployments[(deployment.namespace, deployment.spec.name)] = deployment
+        log.info(
+            "deployments loaded",
+            deployments=len(service._deployments),
+            containers=len(service._containers),
+            nodes=len(service._nodes),
+        )
+        return service
+
+    def subscribe(self, listener: Listener) -> None:
+        """``listener(nodes)`` is awaited after every commit that changed those nodes."""
+        self._listeners.append(listener)
+
+    # -- reading -------------------------------------------------------------------
+
+    def containers(self) -> list[ContainerRecord]:
+        return [self._containers[cid] for cid in sorted(self._containers)]
+
+    def container(self, container_id: str) -> ContainerRecord | None:
+        return self._containers.get(container_id)
+
+    def observed(self, container_id: str) -> ContainerStatus | None:
+        return self._observed.get(container_id)
+
+    def deployments(self) -> list[DeploymentRecord]:
+        return [self._deployments[key] for key in sorted(self._deployments)]
+
+    def deployment(self, namespace: str, name: str) -> DeploymentRecord | None:
+        return self._deployments.get((namespace, name))
+
+    def desired(self, node: str) -> tuple[int, list[DesiredContainer]]:
+        """The node's desired state and its revision (which only grows)."""
+        on_node = [c for c in self.containers() if c.node == node]
+        return self._node_revision.get(node, 0), [_desired(c) for c in on_node]
+
+    def observe(self, node: str, status: Status) -> None:
+        """What the node's agent reports it holds."""
+        for container in status.containers:
+            record = self._containers.get(container.id)
+            if record is not None and record.node == node:
+                self._observed[container.id] = container
+
+    def quota_containers(self) -> list[QuotaContainer]:
+        """Every container holding an allocation, as the quota engine counts them."""
+        return [_quota_container(c) for c in self.containers()]
+
+    # -- deciding ------------------------------------------------------------------
+
+    async def deploy(self, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
+        if (namespace, spec.name) in self._deployments:
+            raise DeployRefused(
+                "invalid",
+                "deployment_exists",
+                f"deployment {namespace}/{spec.name} exists; scale or delete it",
+                409,
+                {"namespace": namespace, "deployment": spec.name},
+            )
+        resources = self._normalized(spec)
+        now = self._clock()
+        placement = self._placement(spec, resources)
+        total = sum(len(plans) for plans in placement.plans.values())  # EACH: count per node
+        ids = [_new_id(namespace, spec.name) for _ in range(total)]
+        self._admit(namespace, spec, ids, now)
+        change = self._assigned(namespace, spec, resources, placement, ids, now)
+        deployment = DeploymentRecord(namespace=namespace, spec=spec, created=now)
+        change.deployments[(namespace, spec.name)] = deployment
+        await self._apply(change)
+        placed = [self._containers[cid] for cid in ids]
+        for record in placed:
+            log.info(
+                "container placed",
+                id=record.id,
+                node=record.node,
+                capacity=record.capacity or "-",
+                cpuset=record.limits.cpuset_cpus or "shared pool",
+                mem=format_memory(record.limits.mem_limit) if record.limits.mem_limit else "-",
+            )
+        return DeployOutcome(deployment, placed)
+
+    async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord | None:
+        """Change a running container's resources by ``delta``, in place and all or
+        nothing (placement spec 10): checked against its quota's max, planned on its
+        node, committed, then pushed (the agent updates the limits without a restart)."""
+        record = self._containers.get(container_id)
+        if record is None:
+            return None
+        state = self._nodes[record.node]
+        try:
+            moved = realloc(state, container_id, delta)
+        except PlacementError as error:
+            status = 422 if error.kind == "invalid_request" else 409
+            raise _refused("invalid" if status == 422 else "capacity", error, status) from error
+        if not moved.updates:
+            return record
+        resources = moved.state.allocations[container_id].resources
+        requests = {
+            "cpu": format_cpu(resources.cpu_request, share_base=self._share_base),
+            "memory": resources.memory_request,
+        }
+        grown = msgspec.structs.replace(record, requests=requests)
+        self._admit_one(grown)
+        now = self._clock()
+        change = _Change(nodes={record.node: moved.state})
+        old_limits = record.limits
+        change.containers[container_id] = grown
+        self._record_limits(change, moved.updates, record.node, now)
+        after = change.containers[container_id]
+        entry = HistoryEntry(
+            at=now, event="realloc", detail=_limits_change(old_limits, after.limits)
+        )
+        change.containers[container_id] = msgspec.structs.replace(
+            after, history=[*record.history, entry]
+        )
+        await self._apply(change)
+        log.info("container realloc'd", id=container_id, node=record.node, change=entry.detail)
+        return self._containers[container_id]
+
+    async def delete_container(self, container_id: str) -> ContainerRecord | None:
+        record = self._containers.get(container_id)
+        if record is None:
+            return None
+        change = _Change()
+        self._release(change, record)
+        await self._apply(change)
+        log.info("container deleted", id=container_id, node=record.node)
+        return record
+
+    async def delete_deployment(self, namespace: str, name: str) -> list[str] | None:
+        if (namespace, name) not in self._deployments:
+            return None
+        change = _Change(removed_deployments=[(namespace, name)])
+        gone = [c for c in self.containers() if (c.namespace, c.deployment) == (namespace, name)]
+        for record in gone:
+            self._release(change, record)
+        await self._apply(change)
+        log.info("deployment deleted", namespace=namespace, deployment=name, containers=len(gone))
+        return [record.id for record in gone]
+
+    def _normalized(self, spec: DeploymentSpec) -> Normalized:
+        wanted = spec.resources
+        cpu_limit = wanted.cpu if wanted.cpu_limit is None else wanted.cpu_limit
+        memory_limit = wanted.memory if wanted.memory_limit is None else wanted.memory_limit
+        try:
+            return normalize(
+                Resources(
+                    cpu_request=wanted.cpu,
+                    cpu_limit=cpu_limit,
+                    memory_request=wanted.memory,
+                    memory_limit=memory_limit,
+                    cpu_bind=spec.cpu_bind,
+                    soft_memory=spec.soft_memory,
+                ),
+                self._share_base,
+            )
+        except PlacementError as error:
+            raise _refused("invalid", error, 422) from error
+
+    def _admit(self, namespace: str, spec: DeploymentSpec, ids: list[str], now: float) -> None:
+        """Each new container in turn against its quota's max (quotas spec 6)."""
+        counted = self.quota_containers()
+        for index, container_id in enumerate(ids):
+            candidate = QuotaContainer(
+                name=container_id,
+                namespace=namespace,
+                requests=_quota_requests(spec),
+                priority=spec.priority,
+                created=now,
+                running=True,
+            )
+            self._check_admission(counted, candidate, {"admitted_before_refusal": index})
+            counted.append(candidate)
+
+    def _admit_one(self, record: ContainerRecord) -> None:
+        """A container's new requests against its quota's max (itself counted once)."""
+        self._check_admission(self.quota_containers(), _quota_container(record), {})
+
+    def _check_admission(
+        self, counted: list[QuotaContainer], candidate: QuotaContainer, extra: dict[str, object]
+    ) -> None:
+        decision = admit(
+            self._quotas.all(),
+            counted,
+            candidate,
+            self._quotas.gb_per_gpu,
+            share_base=self._share_base,
+        )
+        if not decision.admitted:
+            raise DeployRefused(
+                "quota",
+                decision.code or "quota_max_exceeded",
+                decision.reason,
+                decision.status or 403,
+                dict(decision.details) | extra,
+            )
+
+    def _placement(self, spec: DeploymentSpec, resources: Normalized) -> Placement:
+        views = [state.view() for state in self._candidates()]
+        try:
+            return place(views, resources, spec.count, spec.strategy, spec.nodes_limit)
+        except PlacementError as error:
+            refusal = _refused("capacity", error, 409)
+            refusal.details["capacities"] = Planner(views, resources).capacities()
+            raise refusal from error
+
+    def _assigned(
+        self,
+        namespace: str,
+        spec: DeploymentSpec,
+        resources: Normalized,
+        placement: Placement,
+        ids: list[str],
+        now: float,
+    ) -> _Change:
+        change = _Change()
+        pending = iter(ids)
+        for node, plans in sorted(placement.plans.items()):
+            state = self._nodes_state(change, node)
+            for plan in plans:
+                container_id = next(pending)
+                try:
+                    moved = assign(state, container_id, plan, resources)
+                except PlacementError as error:  # the plan was made on this very state
+                    raise _refused("capacity", error, 409) from error
+                state = moved.state
+                self._record_limits(change, moved.updates, node, now)
+                change.containers[container_id] = ContainerRecord(
+                    id=container_id,
+                    namespace=namespace,
+                    deployment=spec.name,
+                    node=node,
+                    image=spec.image,
+                    command=list(spec.command),
+                    env=dict(spec.env),
+                    labels=dict(spec.labels),
+                    restart_policy=spec.restart_policy,
+                    cpu_bind=spec.cpu_bind,
+                    requests=_quota_requests(spec),
+                    priority=spec.priority,
+                    pool=spec.pool or namespace,
+                    created=now,
+                    capacity="",
+                    limits=moved.updates[container_id],
+                    history=[HistoryEntry(at=now, event="placed", detail=f"on {node}")],
+                )
+            change.nodes[node] = state
+        return change
+
+    def _candidates(self) -> list[NodeState]:
+        """The ready nodes' allocation states, made from the inventory on first use."""
+        ready = [r for r in self._registry.all() if r.state == NodeHealth.READY]
+        states = []
+        for record in sorted(ready, key=lambda r: r.name):
+            state = self._nodes.get(record.name)
+            if state is None:
+                node = node_from_inventory(
+                    record.name, record.inventory, share_base=self._share_base
+                )
+                state = NodeState(
+                    node.name,
+                    dict(node.cores),
+                    numa=node.numa,
+                    memory=node.memory,
+                    numa_memory=node.numa_memory,
+                    share_base=self._share_base,
+                )
+            states.append(state)
+        return states
+
+    def _nodes_state(self, change: _Change, node: str) -> NodeState:
+        if node in change.nodes:
+            return change.nodes[node]
+        known = self._nodes.get(node)
+        if known is not None:
+            return known
+        (state,) = [s for s in self._candidates() if s.name == node]
+        return state
+
+    def _record_limits(
+        self, change: _Change, updates: dict[str, Limits], node: str, now: float
+    ) -> None:
+        """New Docker settings of containers already there (a shared pool that moved)."""
+        for container_id, limits in updates.items():
+            record = change.containers.get(container_id) or self._containers.get(container_id)
+            if record is None or record.limits == limits:
+                continue
+            entry = HistoryEntry(at=now, event="limits", detail=f"shared pool on {node} moved")
+            change.containers[container_id] = msgspec.structs.replace(
+                record, limits=limits, history=[*record.history, entry]
+            )
+
+    def _release(self, change: _Change, record: ContainerRecord) -> None:
+        state = self._nodes_state(change, record.node)
+        if record.id in state.allocations:
+            moved = release(state, record.id)
+            change.nodes[record.node] = moved.state
+            self._record_limits(change, moved.updates, record.node, self._clock())
+        change.containers.pop(record.id, None)
+        change.removed.append(record.id)
+
+    async def _apply(self, change: _Change) -> None:
+        """Relabel, apply to memory, commit; on a failed commit put memory back."""
+        self._relabel(change)
+        before = (
+            dict(self._nodes),
+            dict(self._containers),
+            dict(self._deployments),
+        )
+        compares = tuple(
+            Compare(allocation_key(node), self._node_revision.get(node, 0))
+            for node in sorted(change.nodes)
+        )
+        puts = {allocation_key(n): to_json(stored(s)) for n, s in change.nodes.items()}
+        puts |= {container_key(cid): to_json(r) for cid, r in change.containers.items()}
+        puts |= {
+            deployment_key(ns, name): to_json(d) for (ns, name), d in change.deployments.items()
+        }
+        deletes = tuple(container_key(cid) for cid in change.removed) + tuple(
+            deployment_key(ns, name) for ns, name in change.removed_deployments
+        )
+        self._nodes.update(change.nodes)
+        self._containers.update(change.containers)
+        for cid in change.removed:
+            self._containers.pop(cid, None)
+            self._observed.pop(cid, None)
+        self._deployments.update(change.deployments)
+        for key in change.removed_deployments:
+            self._deployments.pop(key, None)
+        try:
+            result = await self._store.commit(Txn(compares=compares, puts=puts, deletes=deletes))
+        except BaseException:
+            self._nodes, self._containers, self._deployments = before
+            raise
+        if not result.succeeded:
+            self._nodes, self._containers, self._deployments = before
+            raise DeployRefused(
+                "conflict",
+                "conflict",
+                "another writer changed these nodes' allocations; try again",
+                409,
+                {"nodes": sorted(change.nodes)},
+            )
+        touched = set(change.nodes) | {r.node for r in change.containers.values()}
+        removed_nodes = {before[1][cid].node for cid in change.removed if cid in before[1]}
+        touched |= removed_nodes
+        for node in touched:
+            self._node_revision[node] = result.revision
+        for listener in self._listeners:
+            await listener(sorted(touched))
+
+    def _relabel(self, change: _Change) -> None:
+        """Every quota's labels over the state as it will be after ``change``."""
+        after = {**self._containers, **change.containers}
+        for cid in change.removed:
+            after.pop(cid, None)
+        counted = [_quota_container(c) for c in after.values()]
+        labels: dict[str, str] = {}
+        for quota in self._quotas.all():
+            labels |= label_containers(
+                quota, counted, self._quotas.gb_per_gpu, share_base=self._share_base
+            )
+        now = self._clock()
+        for cid, record in after.items():
+            label = labels.get(f"{record.namespace}/{cid}", "")
+            if label != record.capacity:
+                entry = HistoryEntry(at=now, event="relabelled", detail=label or "unmanaged")
+                history = record.history if not record.capacity else [*record.history, entry]
+                change.containers[cid] = msgspec.structs.replace(
+                    record, capacity=label, history=history
+                )
+
+
+def _limits_change(before: Limits, after: Limits) -> str:
+    changed = [
+        f"{name} {getattr(before, name)} -> {getattr(after, name)}"
+        for name in before.__struct_fields__
+        if getattr(before, name) != getattr(after, name)
+    ]
+    return "; ".join(changed) or "no change"
+
+
+def _new_id(namespace: str, deployment: str) -> str:
+    return f"{namespace}-{deployment}-{secrets.token_hex(4)}"
+
+
+def _quota_requests(spec: DeploymentSpec) -> dict[str, int | str]:
+    cpu = spec.resources.cpu
+    return {"cpu": cpu if isinstance(cpu, str) else str(cpu), "memory": spec.resources.memory}
+
+
+def _quota_container(record: ContainerRecord) -> QuotaContainer:
+    return QuotaContainer(
+        name=record.id,
+        namespace=record.namespace,
+        requests=dict(record.requests),
+        priority=record.priority,
+        created=record.created,
+        running=True,
+        node=record.node,
+    )
+
+
+def _desired(record: ContainerRecord) -> DesiredContainer:
+    return DesiredContainer(
+        id=record.id,
+        image=record.image,
+        namespace=record.namespace,
+        deployment=record.deployment,
+        command=record.command,
+        env=record.env,
+        labels=record.labels,
+        limits=record.limits,
+        shared_pool=not record.cpu_bind,
+        restart_policy=record.restart_policy,
+        capacity=record.capacity,
+    )
+
+
+def _refused(reason: str, error: PlacementError, status: int) -> DeployRefused:
+    details: dict[str, object] = {
+        k: v for k, v in error.details.items() if isinstance(v, str | int | float | bool)
+    }
+    return DeployRefused(reason, error.kind, error.message, status, details)

@@ -1,0 +1,92 @@
+"""What a deployment request says, and what the coordinator stores for each deployment
+and container. Store keys: ``/deployments/<namespace>/<name>``, ``/containers/<id>``,
+``/allocations/<node>`` (``node_records``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+from shared.protocol import Limits, RestartPolicy
+
+Strategy = Literal["auto", "each", "fill", "global", "drained"]
+NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+Name = Annotated[str, Meta(pattern=NAME, max_length=63)]
+MAX_COUNT = 1000
+
+DEPLOYMENT_PREFIX = "/deployments/"
+CONTAINER_PREFIX = "/containers/"
+
+
+class ResourcesSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """As the user writes them: cpu in cores ("1.7", "500m", 2), memory in bytes or a
+    quantity ("512Mi"). The limits default to the requests."""
+
+    cpu: str | int | float
+    memory: str | int = 0
+    cpu_limit: str | int | float | None = None
+    memory_limit: str | int | None = None
+
+
+class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: Name
+    image: Annotated[str, Meta(min_length=1)]
+    command: list[str] = []
+    env: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    count: Annotated[int, Meta(ge=1, le=MAX_COUNT)] = 1
+    resources: ResourcesSpec
+    cpu_bind: bool = False
+    soft_memory: bool = False
+    strategy: Strategy = "auto"
+    nodes_limit: Annotated[int, Meta(ge=0)] = 0
+    pool: str = ""  # "" = the namespace's pool
+    priority: int = 0
+    restart_policy: RestartPolicy = "no"
+
+
+class HistoryEntry(msgspec.Struct, frozen=True, kw_only=True):
+    at: float
+    event: str  # placed, realloc'd, relabelled, ...
+    detail: str
+
+
+class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    namespace: str
+    deployment: str
+    node: str
+    image: str
+    command: list[str]
+    env: dict[str, str]
+    labels: dict[str, str]
+    restart_policy: RestartPolicy
+    cpu_bind: bool
+    requests: dict[str, int | str]  # for quotas: {"cpu": "1.7", "memory": bytes}
+    priority: int
+    pool: str
+    created: float
+    capacity: str  # "in-quota", "over-quota", or "" when no quota governs it
+    limits: Limits
+    history: list[HistoryEntry] = []
+
+
+class DeploymentRecord(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    spec: DeploymentSpec
+    created: float
+
+
+def container_key(container_id: str) -> str:
+    return CONTAINER_PREFIX + container_id
+
+
+def deployment_key(namespace: str, name: str) -> str:
+    return f"{DEPLOYMENT_PREFIX}{namespace}/{name}"
+
+
+def valid_name(text: str) -> bool:
+    return len(text) <= 63 and re.fullmatch(NAME, text) is not None

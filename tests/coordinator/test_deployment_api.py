@@ -1,0 +1,285 @@
+"""Deployments through the HTTP API of an in-process coordinator with agents that are
+plain websocket clients: admitted against quotas, placed, committed, pushed to the
+nodes, visible per namespace, deleted, and kept across a restart."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.coordinator.conftest import (
+    API_TOKEN,
+    NAMESPACE,
+    NAMESPACE_TOKEN,
+    Coordinator,
+    config_for,
+    hello,
+    receive_frame,
+    register,
+    start,
+)
+
+MIB = 1024 * 1024
+DEPLOYMENTS = f"/v1/namespaces/{NAMESPACE}/deployments"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Coordinator]:
+    """A coordinator whose node leases outlast the test (no heartbeats needed)."""
+    runner, url = await start(config_for(tmp_path, lease_seconds=60.0, heartbeat_seconds=20.0))
+    async with aiohttp.ClientSession() as http:
+        yield Coordinator(url=url, app=runner.app, http=http)
+    await runner.cleanup()
+
+
+async def call(
+    coordinator: Coordinator,
+    method: str,
+    path: str,
+    body: object = None,
+    token: str = API_TOKEN,
+) -> tuple[int, Any]:
+    response = await coordinator.http.request(
+        method, coordinator.url + path, json=body, headers={"Authorization": f"Bearer {token}"}
+    )
+    return response.status, await response.json()
+
+
+def spec(name: str = "web", **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "image": "busybox",
+        "command": ["sleep", "3600"],
+        "count": 2,
+        "resources": {"cpu": "0.5", "memory": "64Mi"},
+        "cpu_bind": True,
+    }
+    return body | fields
+
+
+async def next_desired(ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
+    while (frame := await receive_frame(ws))["type"] != "desired":
+        pass
+    return frame
+
+
+async def test_a_deployment_is_placed_committed_and_pushed_to_its_node(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, spec())
+    assert status == 201, answer
+    containers = [view["record"] for view in answer["containers"]]
+    assert [c["node"] for c in containers] == ["node-a", "node-a"]
+    assert all(view["state"] == "pending" for view in answer["containers"])
+    # two half cores, bound: a fragment core each (the engine packs both on core 0)
+    assert [c["limits"]["cpuset_cpus"] for c in containers] == ["0", "0"]
+    assert {c["limits"]["cpu_shares"] for c in containers} == {512}
+    assert {c["limits"]["mem_limit"] for c in containers} == {64 * MIB}
+    desired = await next_desired(ws)
+    assert desired["full"] is True
+    pushed = {c["id"]: c for c in desired["containers"]}
+    assert sorted(pushed) == sorted(c["id"] for c in containers)
+    for container in containers:
+        sent = pushed[container["id"]]
+        assert sent["limits"] == container["limits"]
+        assert (sent["namespace"], sent["deployment"], sent["shared_pool"]) == (
+            NAMESPACE,
+            "web",
+            False,
+        )
+    await ws.close()
+
+
+async def test_unbound_containers_run_on_the_shared_pool_with_a_cfs_quota(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    await call(cluster, "POST", DEPLOYMENTS, spec("bound", count=1, resources={"cpu": "1"}))
+    unbound = spec("batch", count=1, cpu_bind=False, resources={"cpu": "0.5", "memory": "32Mi"})
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, unbound)
+    assert status == 201, answer
+    (view,) = answer["containers"]
+    limits = view["record"]["limits"]
+    assert (limits["cpu_quota"], limits["cpu_shares"]) == (50_000, 1024)
+    bound_cpu = (await call(cluster, "GET", f"{DEPLOYMENTS}/bound"))[1]["containers"][0]
+    assert limits["cpuset_cpus"] != bound_cpu["record"]["limits"]["cpuset_cpus"]
+    desired = await next_desired(ws)
+    desired = await next_desired(ws)
+    shared = [c for c in desired["containers"] if c["shared_pool"]]
+    assert [c["deployment"] for c in shared] == ["batch"]
+    await ws.close()
+
+
+async def test_a_deployment_beyond_capacity_is_refused_with_the_numbers_and_changes_nothing(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, spec(count=5))
+    assert status == 409, answer
+    error = answer["error"]
+    assert error["details"]["reason"] == "capacity"
+    assert error["details"]["capacities"] == {"node-a": 4}
+    assert (await call(cluster, "GET", "/v1/containers"))[1] == {"containers": []}
+    status, _ = await call(cluster, "GET", f"{DEPLOYMENTS}/web")
+    assert status == 404
+    await ws.close()
+
+
+async def test_a_quota_max_refuses_and_its_min_labels_in_and_over_quota(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    quota = {"namespace": NAMESPACE, "min": {"cpu": "0.5"}, "max": {"cpu": "1"}}
+    status, _ = await call(cluster, "PUT", f"/v1/elasticquotas/{NAMESPACE}", quota)
+    assert status == 200
+    status, refused = await call(cluster, "POST", DEPLOYMENTS, spec(count=3))
+    assert status == 403, refused
+    assert refused["error"]["code"] == "quota_max_exceeded"
+    assert refused["error"]["details"]["reason"] == "quota"
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, spec(count=2))
+    assert status == 201, answer
+    labels = sorted(view["record"]["capacity"] for view in answer["containers"])
+    assert labels == ["in-quota", "over-quota"]
+    status, over = await call(cluster, "GET", "/v1/containers?capacity=over-quota")
+    assert [view["record"]["capacity"] for view in over["containers"]] == ["over-quota"]
+    shown = (await call(cluster, "GET", f"/v1/elasticquotas/{NAMESPACE}"))[1]
+    assert shown["status"]["used"]["cpu"] == "1"
+    await ws.close()
+
+
+async def test_a_namespace_token_sees_and_changes_only_its_namespaces(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    other = "/v1/namespaces/team-b/deployments"
+    status, answer = await call(cluster, "POST", other, spec("theirs", count=1))
+    assert status == 201, answer
+    theirs = answer["containers"][0]["record"]["id"]
+    status, refused = await call(cluster, "POST", other, spec("x", count=1), NAMESPACE_TOKEN)
+    assert (status, refused["error"]["code"]) == (403, "forbidden")
+    status, answer = await call(
+        cluster, "POST", DEPLOYMENTS, spec("ours", count=1), NAMESPACE_TOKEN
+    )
+    assert status == 201, answer
+    listed = (await call(cluster, "GET", "/v1/containers", token=NAMESPACE_TOKEN))[1]
+    assert {view["record"]["namespace"] for view in listed["containers"]} == {NAMESPACE}
+    assert (await call(cluster, "GET", f"/v1/containers/{theirs}", token=NAMESPACE_TOKEN))[0] == 404
+    assert (await call(cluster, "DELETE", f"/v1/containers/{theirs}", token=NAMESPACE_TOKEN))[
+        0
+    ] == 404
+    assert (await call(cluster, "GET", f"/v1/containers/{theirs}"))[0] == 200
+    assert (await call(cluster, "GET", other, token=NAMESPACE_TOKEN))[0] == 403
+    await ws.close()
+
+
+async def test_deleting_a_container_releases_it_and_tells_the_node(cluster: Coordinator) -> None:
+    ws = await register(cluster, "node-a")
+    answer = (await call(cluster, "POST", DEPLOYMENTS, spec(count=2)))[1]
+    first, second = (view["record"]["id"] for view in answer["containers"])
+    await next_desired(ws)
+    status, _ = await call(cluster, "DELETE", f"/v1/containers/{first}")
+    assert status == 200
+    desired = await next_desired(ws)
+    assert [c["id"] for c in desired["containers"]] == [second]
+    # the freed half core takes a new container again
+    assert (await call(cluster, "POST", DEPLOYMENTS, spec("again", count=3)))[0] == 201
+    await ws.close()
+
+
+async def test_deployments_and_their_nodes_desired_state_survive_a_restart(
+    tmp_path: Path,
+) -> None:
+    config = config_for(tmp_path, lease_seconds=60.0, heartbeat_seconds=20.0)
+    runner, url = await start(config)
+    async with aiohttp.ClientSession() as http:
+        cluster = Coordinator(url=url, app=runner.app, http=http)
+        ws = await register(cluster, "node-a")
+        placed = (await call(cluster, "POST", DEPLOYMENTS, spec()))[1]["containers"]
+        await ws.close()
+    await runner.cleanup()
+    runner, url = await start(config)
+    async with aiohttp.ClientSession() as http:
+        cluster = Coordinator(url=url, app=runner.app, http=http)
+        listed = (await call(cluster, "GET", "/v1/containers"))[1]["containers"]
+        assert [v["record"] for v in listed] == sorted(
+            (v["record"] for v in placed), key=lambda r: r["id"]
+        )
+        ws = await cluster.connect()
+        await ws.send_bytes(hello("node-a"))
+        welcome = await receive_frame(ws)
+        assert sorted(c["id"] for c in welcome["containers"]) == sorted(
+            v["record"]["id"] for v in placed
+        )
+        assert welcome["revision"] > 0
+        # the half cores are still taken: two more fit, not three
+        assert (await call(cluster, "POST", DEPLOYMENTS, spec("more", count=3)))[0] == 409
+        await ws.close()
+    await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (spec(count=0), 400, "invalid_request"),
+        (spec(colour="red"), 400, "invalid_request"),
+        (spec(name="Web!"), 400, "invalid_request"),
+        (spec(resources={"cpu": "lots"}), 422, "invalid_request"),
+        (spec(resources={"cpu": "0.001"}), 422, "invalid_request"),
+        (spec(strategy="random"), 400, "invalid_request"),
+    ],
+)
+async def test_a_bad_deployment_is_refused_and_changes_nothing(
+    cluster: Coordinator, body: dict[str, Any], status: int, code: str
+) -> None:
+    ws = await register(cluster, "node-a")
+    got, answer = await call(cluster, "POST", DEPLOYMENTS, body)
+    assert (got, answer["error"]["code"]) == (status, code), answer
+    assert (await call(cluster, "GET", "/v1/containers"))[1] == {"containers": []}
+    await ws.close()
+
+
+async def test_a_realloc_changes_the_limits_pushes_them_and_can_be_undone(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    answer = (await call(cluster, "POST", DEPLOYMENTS, spec(count=1)))[1]
+    container = answer["containers"][0]["record"]
+    await next_desired(ws)
+    path = f"/v1/containers/{container['id']}"
+    status, grown = await call(cluster, "PATCH", path, {"cpu": "0.5", "memory": "32Mi"})
+    assert status == 200, grown
+    limits = grown["record"]["limits"]
+    assert (limits["cpu_shares"], limits["mem_limit"]) == (1024, 96 * MIB)
+    assert grown["record"]["history"][-1]["event"] == "realloc"
+    desired = await next_desired(ws)
+    assert desired["containers"][0]["limits"] == limits
+    status, back = await call(cluster, "PATCH", path, {"cpu": "-0.5", "memory": "-32Mi"})
+    assert status == 200, back
+    assert back["record"]["limits"] == container["limits"]
+    await ws.close()
+
+
+@pytest.mark.parametrize(
+    ("delta", "status", "reason"),
+    [
+        ({"cpu": "5"}, 409, "capacity"),
+        ({"cpu": "-0.5"}, 422, "invalid"),
+        ({"memory_limit": "-64Mi"}, 422, "invalid"),
+    ],
+)
+async def test_a_realloc_that_cannot_be_made_changes_nothing(
+    cluster: Coordinator, delta: dict[str, str], status: int, reason: str
+) -> None:
+    ws = await register(cluster, "node-a")
+    answer = (await call(cluster, "POST", DEPLOYMENTS, spec(count=1)))[1]
+    container = answer["containers"][0]["record"]
+    path = f"/v1/containers/{container['id']}"
+    got, refused = await call(cluster, "PATCH", path, delta)
+    assert (got, refused["error"]["details"]["reason"]) == (status, reason), refused
+    assert (await call(cluster, "GET", path))[1]["record"] == container
+    await ws.close()
