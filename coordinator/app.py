@@ -124,10 +124,25 @@ async def _pools(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _deployments(app: web.Application) -> AsyncIterator[None]:
-    app[DEPLOYMENTS] = await DeploymentService.load(
-        app[STORE], app[REGISTRY], app[QUOTAS], share_base=app[CONFIG].share_base
+    config = app[CONFIG]
+    service = await DeploymentService.load(
+        app[STORE], app[REGISTRY], app[QUOTAS], share_base=config.share_base
     )
+    app[DEPLOYMENTS] = service
+    releaser = asyncio.create_task(_release_lost(service, config.lost_node_grace_seconds))
     yield
+    await _stop(releaser)
+
+
+async def _release_lost(service: DeploymentService, grace: float) -> None:
+    """Give up the containers of nodes lost for longer than the grace period."""
+    every = max(0.1, min(5.0, grace / 10))
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await service.release_lost(grace)
+        except Exception:
+            log.exception("releasing the containers of lost nodes failed; retrying")
 
 
 async def _update_pools(service: PoolService, registry: NodeRegistry) -> None:

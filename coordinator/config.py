@@ -88,6 +88,14 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     # [quotas] and [pools] in the TOML file only.
     quotas: QuotaSettings = QuotaSettings()
     pools: PoolSettings = PoolSettings()
+    lost_node_grace_seconds: Annotated[
+        float,
+        Meta(
+            gt=0,
+            description="how long a lost node's containers stay allocated before they are"
+            " released and re-placed",
+        ),
+    ] = 300.0
     lease_sweep_seconds: Annotated[
         float, Meta(gt=0, description="how often expired capacity leases are dropped")
     ] = 1.0

@@ -11,6 +11,11 @@ the revision they were read at), every new or changed container and the deployme
 the commit fails the in-memory state is put back and nothing happened. Only then are the
 touched nodes' agents sent their new desired state.
 
+A lost node's containers stay allocated for a grace period (the node may come back with
+them still running); then, in one commit, they are released and those whose restart
+policy asks for it are placed again on the ready nodes. When the node's agent returns it
+is told to remove what was given up, since its desired state no longer holds it.
+
 Quota labels (in-quota / over-quota) are recomputed for every quota after each change
 and stored with the containers whose label moved; the agents get them with the desired
 state.
@@ -211,7 +216,8 @@ class DeploymentService:
         total = sum(len(plans) for plans in placement.plans.values())  # EACH: count per node
         ids = [_new_id(namespace, spec.name) for _ in range(total)]
         self._admit(namespace, spec, ids, now)
-        change = self._assigned(namespace, spec, resources, placement, ids, now)
+        change = _Change()
+        self._assign_all(change, namespace, spec, placement, ids, now=now)
         deployment = DeploymentRecord(namespace=namespace, spec=spec, created=now)
         change.deployments[(namespace, spec.name)] = deployment
         await self._apply(change)
@@ -264,6 +270,58 @@ class DeploymentService:
         await self._apply(change)
         log.info("container realloc'd", id=container_id, node=record.node, change=entry.detail)
         return self._containers[container_id]
+
+    async def release_lost(self, grace_seconds: float) -> list[str]:
+        """Release the containers of nodes lost for at least ``grace_seconds`` and place
+        again those whose restart policy asks for it; the ids released."""
+        now = self._clock()
+        lost = {
+            record.name
+            for record in self._registry.all()
+            if record.state == NodeHealth.LOST and now - record.state_since >= grace_seconds
+        }
+        gone = [c for c in self.containers() if c.node in lost]
+        if not gone:
+            return []
+        change = _Change()
+        for record in gone:
+            self._release(change, record)
+        replacements = [r for r in gone if r.restart_policy != "no"]
+        for record in replacements:
+            self._place_again(change, record, now)
+        await self._apply(change)
+        for record in gone:
+            log.warning(
+                "container released",
+                id=record.id,
+                node=record.node,
+                reason=f"node lost for more than {grace_seconds:g}s",
+            )
+        return [record.id for record in gone]
+
+    def _place_again(self, change: _Change, lost: ContainerRecord, now: float) -> None:
+        """A new container of ``lost``'s deployment, placed like one more of it; if the
+        ready nodes have no room it is logged and left out."""
+        deployment = self._deployments.get((lost.namespace, lost.deployment))
+        if deployment is None:
+            return
+        spec = deployment.spec
+        resources = self._normalized(spec)
+        after = {**self._containers, **change.containers}
+        existing: dict[str, int] = {}
+        for record in after.values():
+            same = (record.namespace, record.deployment) == (lost.namespace, lost.deployment)
+            if same and record.id not in change.removed:
+                existing[record.node] = existing.get(record.node, 0) + 1
+        views = [self._nodes_state(change, s.name).view() for s in self._candidates()]
+        try:
+            placement = place(views, resources, 1, "auto", 0, existing)
+        except PlacementError as error:
+            log.warning("container not placed again", id=lost.id, reason=error.message)
+            return
+        fresh = [_new_id(lost.namespace, lost.deployment)]
+        why = f", in place of {lost.id} on lost node {lost.node}"
+        self._assign_all(change, lost.namespace, spec, placement, fresh, now=now, why=why)
 
     async def delete_container(self, container_id: str) -> ContainerRecord | None:
         record = self._containers.get(container_id)
@@ -352,16 +410,20 @@ class DeploymentService:
             refusal.details["capacities"] = Planner(views, resources).capacities()
             raise refusal from error
 
-    def _assigned(
+    def _assign_all(
         self,
+        change: _Change,
         namespace: str,
         spec: DeploymentSpec,
-        resources: Normalized,
         placement: Placement,
         ids: list[str],
+        *,
         now: float,
-    ) -> _Change:
-        change = _Change()
+        why: str = "",
+    ) -> None:
+        """Charge each planned container to its node and record it; ``why`` goes into
+        its history after where it was placed."""
+        resources = placement.resources
         pending = iter(ids)
         for node, plans in sorted(placement.plans.items()):
             state = self._nodes_state(change, node)
@@ -390,10 +452,9 @@ class DeploymentService:
                     created=now,
                     capacity="",
                     limits=moved.updates[container_id],
-                    history=[HistoryEntry(at=now, event="placed", detail=f"on {node}")],
+                    history=[HistoryEntry(at=now, event="placed", detail=f"on {node}{why}")],
                 )
             change.nodes[node] = state
-        return change
 
     def _candidates(self) -> list[NodeState]:
         """The ready nodes' allocation states, made from the inventory on first use."""
