@@ -27,6 +27,7 @@ from coordinator.auth import BEARER_HINT, bearer_token, token_matches
 from coordinator.config import CoordinatorConfig
 from coordinator.deployment_service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
+from coordinator.events import Note
 from coordinator.metrics import Metrics
 from coordinator.nodes import node_name_problem
 from coordinator.registry import NodeRegistry
@@ -102,6 +103,9 @@ class AgentHub:
                 log.exception("marking expired nodes lost failed; retrying")
                 continue
             for record in lost:
+                await self._deployments.events.record(
+                    [Note("lost", record.reason, node=record.name)]
+                )
                 ws = self._sessions.pop(record.name, None)
                 if ws is not None:
                     await ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
@@ -223,28 +227,37 @@ class AgentHub:
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)
             self._deployments.observe(name, frame)
-            self._log_new_drift(name, frame)
+            drift = self._new_drift(name, frame)
+            if drift:
+                await self._deployments.events.record(drift)
         elif isinstance(frame, Error):
             log.warning("agent reported an error", node=name, code=frame.code, reason=frame.message)
         else:
             log.warning("agent said hello twice; ignored", node=name)
 
-    def _log_new_drift(self, node: str, status: Status) -> None:
-        """Hand-made changes an agent put back, logged here once each, so the operator
-        reading the coordinator's log sees every node's drift."""
+    def _new_drift(self, node: str, status: Status) -> list[Note]:
+        """Hand-made changes an agent put back and reports for the first time: events,
+        so the operator sees every node's drift in one place."""
+        notes = []
         for container in status.containers:
             key = (node, container.id)
             if container.drift and self._drift_seen.get(key) != container.drift:
-                log.warning(
-                    "drift corrected on node",
-                    node=node,
-                    id=container.id,
-                    changes="; ".join(container.drift),
+                record = self._deployments.container(container.id)
+                notes.append(
+                    Note(
+                        "drift",
+                        "corrected: " + "; ".join(container.drift),
+                        namespace=record.namespace if record else "",
+                        deployment=record.deployment if record else "",
+                        container=container.id,
+                        node=node,
+                    )
                 )
             self._drift_seen[key] = container.drift
         reported = {container.id for container in status.containers}
         for key in [k for k in self._drift_seen if k[0] == node and k[1] not in reported]:
             del self._drift_seen[key]
+        return notes
 
     async def _refuse(
         self, ws: web.WebSocketResponse, code: str, message: str, address: str

@@ -8,6 +8,7 @@
     GET    /v1/containers/{id}                       placement, limits, label, history
     PATCH  /v1/containers/{id}                       realloc by a delta, live (no restart)
     DELETE /v1/containers/{id}
+    GET    /v1/events?namespace=&deployment=&container=&node=&kind=&since=
 
 A namespace token sees and changes only its namespaces (403 otherwise, nothing changes);
 listing containers with it shows only its namespaces' containers. A refused deployment
@@ -32,6 +33,7 @@ from shared.protocol import ContainerStatus
 
 _decode_spec: msgspec.json.Decoder[DeploymentSpec] = json_decoder(DeploymentSpec)
 CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")
+EVENT_FILTERS = ("namespace", "deployment", "container", "node", "kind")
 
 
 class DeltaSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -97,14 +99,25 @@ async def delete_deployment(request: web.Request) -> web.Response:
     return json_response({"deleted": deployment.spec.name, "containers": removed or []})
 
 
+async def list_events(request: web.Request) -> web.Response:
+    """Newest last. A namespace token sees its namespaces' events only (not, say, a node
+    that was lost, which belongs to no namespace)."""
+    _check_filters(request, (*EVENT_FILTERS, "since"))
+    since_text = request.query.get("since", "0")
+    if not since_text.isdigit():
+        raise ApiError(f"since {since_text!r} is not a sequence number", code="invalid_request")
+    wanted = {key: request.query[key] for key in EVENT_FILTERS if key in request.query}
+    principal = principal_of(request)
+    found = [
+        event
+        for event in request.app[DEPLOYMENTS].events.events(since=int(since_text), **wanted)
+        if principal.admin or principal.may_use(event.namespace)
+    ]
+    return json_response({"events": found})
+
+
 async def list_containers(request: web.Request) -> web.Response:
-    unknown = sorted(set(request.query) - set(CONTAINER_FILTERS))
-    if unknown:
-        raise ApiError(
-            f"unknown filter {', '.join(unknown)}",
-            code="invalid_request",
-            details={"filters": list(CONTAINER_FILTERS)},
-        )
+    _check_filters(request, CONTAINER_FILTERS)
     principal = principal_of(request)
     service = request.app[DEPLOYMENTS]
     views = [
@@ -138,6 +151,16 @@ async def delete_container(request: web.Request) -> web.Response:
     service, record = _container(request)
     await service.delete_container(record.id)
     return json_response({"deleted": record.id})
+
+
+def _check_filters(request: web.Request, known: tuple[str, ...]) -> None:
+    unknown = sorted(set(request.query) - set(known))
+    if unknown:
+        raise ApiError(
+            f"unknown filter {', '.join(unknown)}",
+            code="invalid_request",
+            details={"filters": list(known)},
+        )
 
 
 def _api_error(refusal: DeployRefused) -> ApiError:
@@ -199,3 +222,4 @@ def add_deployment_routes(app: web.Application) -> None:
     app.router.add_get("/v1/containers/{id}", get_container)
     app.router.add_patch("/v1/containers/{id}", realloc_container)
     app.router.add_delete("/v1/containers/{id}", delete_container)
+    app.router.add_get("/v1/events", list_events)

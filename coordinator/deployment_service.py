@@ -47,6 +47,7 @@ from coordinator.deployments.records import (
     container_key,
     deployment_key,
 )
+from coordinator.events import EventLog, Note
 from coordinator.nodes import NodeState as NodeHealth
 from coordinator.placement import (
     Delta,
@@ -71,7 +72,7 @@ from coordinator.store import Compare, Store, Txn
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, DesiredContainer, Limits, Status
-from shared.quantity import format_cpu, format_memory
+from shared.quantity import format_cpu
 
 log = get_logger("allot.coordinator.deployments")
 
@@ -112,6 +113,7 @@ class _Change:
     removed: list[str] = field(default_factory=list)
     deployments: dict[tuple[str, str], DeploymentRecord] = field(default_factory=dict)
     removed_deployments: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
 
 class DeploymentService:
@@ -120,11 +122,13 @@ class DeploymentService:
         store: Store,
         registry: NodeRegistry,
         quotas: QuotaService,
+        events: EventLog,
         *,
         share_base: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self.events = events
         self._registry = registry
         self._quotas = quotas
         self._share_base = share_base
@@ -141,7 +145,8 @@ class DeploymentService:
     async def load(
         cls, store: Store, registry: NodeRegistry, quotas: QuotaService, *, share_base: int
     ) -> DeploymentService:
-        service = cls(store, registry, quotas, share_base=share_base)
+        events = await EventLog.load(store, clock=time.time)
+        service = cls(store, registry, quotas, events, share_base=share_base)
         for entry in await store.range(ALLOCATION_PREFIX):
             state = loaded(_decode_node.decode(entry.value))
             service._nodes[state.name] = state
@@ -210,27 +215,25 @@ class DeploymentService:
                 409,
                 {"namespace": namespace, "deployment": spec.name},
             )
-        resources = self._normalized(spec)
         now = self._clock()
-        placement = self._placement(spec, resources)
-        total = sum(len(plans) for plans in placement.plans.values())  # EACH: count per node
-        ids = [_new_id(namespace, spec.name) for _ in range(total)]
-        self._admit(namespace, spec, ids, now)
+        try:
+            resources = self._normalized(spec)
+            placement = self._placement(spec, resources)
+            total = sum(len(plans) for plans in placement.plans.values())  # EACH: per node
+            ids = [_new_id(namespace, spec.name) for _ in range(total)]
+            self._admit(namespace, spec, ids, now)
+        except DeployRefused as refusal:
+            why = f"{refusal.reason}: {refusal.message}"
+            await self.events.record(
+                [Note("refused", why, namespace=namespace, deployment=spec.name)]
+            )
+            raise
         change = _Change()
         self._assign_all(change, namespace, spec, placement, ids, now=now)
         deployment = DeploymentRecord(namespace=namespace, spec=spec, created=now)
         change.deployments[(namespace, spec.name)] = deployment
         await self._apply(change)
         placed = [self._containers[cid] for cid in ids]
-        for record in placed:
-            log.info(
-                "container placed",
-                id=record.id,
-                node=record.node,
-                capacity=record.capacity or "-",
-                cpuset=record.limits.cpuset_cpus or "shared pool",
-                mem=format_memory(record.limits.mem_limit) if record.limits.mem_limit else "-",
-            )
         return DeployOutcome(deployment, placed)
 
     async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord | None:
@@ -245,7 +248,9 @@ class DeploymentService:
             moved = realloc(state, container_id, delta)
         except PlacementError as error:
             status = 422 if error.kind == "invalid_request" else 409
-            raise _refused("invalid" if status == 422 else "capacity", error, status) from error
+            refusal = _refused("invalid" if status == 422 else "capacity", error, status)
+            await self.events.record([_note("refused", f"realloc: {error.message}", record)])
+            raise refusal from error
         if not moved.updates:
             return record
         resources = moved.state.allocations[container_id].resources
@@ -254,7 +259,11 @@ class DeploymentService:
             "memory": resources.memory_request,
         }
         grown = msgspec.structs.replace(record, requests=requests)
-        self._admit_one(grown)
+        try:
+            self._admit_one(grown)
+        except DeployRefused as refusal:
+            await self.events.record([_note("refused", f"realloc: {refusal.message}", record)])
+            raise
         now = self._clock()
         change = _Change(nodes={record.node: moved.state})
         old_limits = record.limits
@@ -267,8 +276,8 @@ class DeploymentService:
         change.containers[container_id] = msgspec.structs.replace(
             after, history=[*record.history, entry]
         )
+        change.notes.append(_note("realloc", entry.detail, record))
         await self._apply(change)
-        log.info("container realloc'd", id=container_id, node=record.node, change=entry.detail)
         return self._containers[container_id]
 
     async def release_lost(self, grace_seconds: float) -> list[str]:
@@ -284,19 +293,14 @@ class DeploymentService:
         if not gone:
             return []
         change = _Change()
+        why = f"node {{}} lost for more than {grace_seconds:g}s"
         for record in gone:
             self._release(change, record)
-        replacements = [r for r in gone if r.restart_policy != "no"]
-        for record in replacements:
-            self._place_again(change, record, now)
-        await self._apply(change)
+            change.notes.append(_note("released", why.format(record.node), record))
         for record in gone:
-            log.warning(
-                "container released",
-                id=record.id,
-                node=record.node,
-                reason=f"node lost for more than {grace_seconds:g}s",
-            )
+            if record.restart_policy != "no":
+                self._place_again(change, record, now)
+        await self._apply(change)
         return [record.id for record in gone]
 
     def _place_again(self, change: _Change, lost: ContainerRecord, now: float) -> None:
@@ -317,7 +321,7 @@ class DeploymentService:
         try:
             placement = place(views, resources, 1, "auto", 0, existing)
         except PlacementError as error:
-            log.warning("container not placed again", id=lost.id, reason=error.message)
+            change.notes.append(_note("refused", f"not placed again: {error.message}", lost))
             return
         fresh = [_new_id(lost.namespace, lost.deployment)]
         why = f", in place of {lost.id} on lost node {lost.node}"
@@ -327,10 +331,9 @@ class DeploymentService:
         record = self._containers.get(container_id)
         if record is None:
             return None
-        change = _Change()
+        change = _Change(notes=[_note("deleted", "on request", record)])
         self._release(change, record)
         await self._apply(change)
-        log.info("container deleted", id=container_id, node=record.node)
         return record
 
     async def delete_deployment(self, namespace: str, name: str) -> list[str] | None:
@@ -340,8 +343,8 @@ class DeploymentService:
         gone = [c for c in self.containers() if (c.namespace, c.deployment) == (namespace, name)]
         for record in gone:
             self._release(change, record)
+            change.notes.append(_note("deleted", "its deployment was deleted", record))
         await self._apply(change)
-        log.info("deployment deleted", namespace=namespace, deployment=name, containers=len(gone))
         return [record.id for record in gone]
 
     def _normalized(self, spec: DeploymentSpec) -> Normalized:
@@ -454,6 +457,16 @@ class DeploymentService:
                     limits=moved.updates[container_id],
                     history=[HistoryEntry(at=now, event="placed", detail=f"on {node}{why}")],
                 )
+                change.notes.append(
+                    Note(
+                        "placed",
+                        f"on {node}{why}",
+                        namespace=namespace,
+                        deployment=spec.name,
+                        container=container_id,
+                        node=node,
+                    )
+                )
             change.nodes[node] = state
 
     def _candidates(self) -> list[NodeState]:
@@ -525,8 +538,12 @@ class DeploymentService:
         puts |= {
             deployment_key(ns, name): to_json(d) for (ns, name), d in change.deployments.items()
         }
-        deletes = tuple(container_key(cid) for cid in change.removed) + tuple(
-            deployment_key(ns, name) for ns, name in change.removed_deployments
+        staged = self.events.stage(change.notes)
+        puts |= staged.puts
+        deletes = (
+            tuple(container_key(cid) for cid in change.removed)
+            + tuple(deployment_key(ns, name) for ns, name in change.removed_deployments)
+            + staged.deletes
         )
         self._nodes.update(change.nodes)
         self._containers.update(change.containers)
@@ -550,6 +567,7 @@ class DeploymentService:
                 409,
                 {"nodes": sorted(change.nodes)},
             )
+        self.events.confirm(staged)
         touched = set(change.nodes) | {r.node for r in change.containers.values()}
         removed_nodes = {before[1][cid].node for cid in change.removed if cid in before[1]}
         touched |= removed_nodes
@@ -575,9 +593,24 @@ class DeploymentService:
             if label != record.capacity:
                 entry = HistoryEntry(at=now, event="relabelled", detail=label or "unmanaged")
                 history = record.history if not record.capacity else [*record.history, entry]
+                if record.capacity:
+                    change.notes.append(
+                        _note("relabelled", f"{record.capacity} -> {label}", record)
+                    )
                 change.containers[cid] = msgspec.structs.replace(
                     record, capacity=label, history=history
                 )
+
+
+def _note(kind: str, reason: str, record: ContainerRecord) -> Note:
+    return Note(
+        kind,
+        reason,
+        namespace=record.namespace,
+        deployment=record.deployment,
+        container=record.id,
+        node=record.node,
+    )
 
 
 def _limits_change(before: Limits, after: Limits) -> str:

@@ -4,7 +4,6 @@ reasons, bad frames that harm nobody else, replacement and lease expiry."""
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
 import aiohttp
@@ -14,7 +13,6 @@ import pytest
 from coordinator.agent_hub import CLOSE_LEASE_EXPIRED, CLOSE_REPLACED
 from coordinator.keys import STORE
 from coordinator.registry import NODE_PREFIX
-from shared.logs import fields_of
 from tests.coordinator.conftest import (
     HEARTBEAT_SECONDS,
     LEASE_SECONDS,
@@ -270,19 +268,15 @@ async def test_metrics_count_nodes_frames_and_connections(coordinator: Coordinat
     await ws.close()
 
 
-async def test_drift_an_agent_reports_is_logged_once(
-    coordinator: Coordinator, caplog: pytest.LogCaptureFixture
-) -> None:
-    logging.getLogger("allot").propagate = True
-    caplog.set_level(logging.WARNING, logger="allot")
+async def test_drift_an_agent_reports_becomes_one_event(coordinator: Coordinator) -> None:
     ws = await register(coordinator)
     drifted = {"id": "c-1", "state": "running", "drift": ["cpu_shares 2 -> 717"]}
     for _ in range(3):  # the same report again is not news
         await ws.send_bytes(frame("status", applied_revision=1, containers=[drifted]))
     await ws.send_bytes(frame("status", applied_revision=1, containers=[], problems=["sync"]))
     await wait_for_state(coordinator, "node-a", "degraded")
-    logged = [fields_of(r) for r in caplog.records if r.getMessage() == "drift corrected on node"]
-    assert [dict(f) for f in logged] == [
-        {"node": "node-a", "id": "c-1", "changes": "cpu_shares 2 -> 717"}
+    events = (await coordinator.get_json("/v1/events?kind=drift"))["events"]
+    assert [(e["node"], e["container"], e["reason"]) for e in events] == [
+        ("node-a", "c-1", "corrected: cpu_shares 2 -> 717")
     ]
     await ws.close()

@@ -1,0 +1,123 @@
+"""The decisions users ask "why?" about, kept as events: admitted, placed, refused,
+realloc'd, deleted, released, drift, lost. Each has a reason and is logged.
+
+    events = await EventLog.load(store, clock=time.time)
+    staged = events.stage([Note("placed", "on node-a", container="team-a-web-1f2e")])
+    ... commit staged.puts / staged.deletes with the decision, then:
+    events.confirm(staged)                       # or record(notes) for an event alone
+    events.events(namespace="team-a", kind="refused", since=0)
+
+Events are stored at ``/events/<sequence>`` in the same transaction as the decision they
+describe, so an event exists exactly when its decision does; a refusal, which commits
+nothing else, is stored alone. The newest ``KEEP`` are kept; older ones are deleted in
+the transaction that pushes them out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgspec
+
+from coordinator.store import Store, Txn
+from shared.codec import json_decoder, to_json
+from shared.logs import get_logger
+
+log = get_logger("allot.coordinator.events")
+
+EVENT_PREFIX = "/events/"
+KEEP = 10_000
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True):
+    sequence: int
+    at: float
+    kind: str  # admitted, placed, refused, realloc, deleted, released, drift, lost
+    reason: str
+    namespace: str = ""
+    deployment: str = ""
+    container: str = ""
+    node: str = ""
+
+
+_decode_event: msgspec.json.Decoder[Event] = json_decoder(Event)
+
+
+def event_key(sequence: int) -> str:
+    return f"{EVENT_PREFIX}{sequence:012d}"
+
+
+@dataclass(frozen=True)
+class Note:
+    """An event before it is numbered and timed."""
+
+    kind: str
+    reason: str
+    namespace: str = ""
+    deployment: str = ""
+    container: str = ""
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class Staged:
+    events: list[Event]
+    puts: dict[str, bytes]
+    deletes: tuple[str, ...]
+
+
+class EventLog:
+    def __init__(self, store: Store, events: list[Event], *, clock: Callable[[], float]) -> None:
+        self._store = store
+        self._clock = clock
+        self._events: deque[Event] = deque(events, maxlen=KEEP)
+        self._next = events[-1].sequence + 1 if events else 1
+
+    @classmethod
+    async def load(cls, store: Store, *, clock: Callable[[], float]) -> EventLog:
+        stored = [_decode_event.decode(e.value) for e in await store.range(EVENT_PREFIX)]
+        return cls(store, stored[-KEEP:], clock=clock)
+
+    def stage(self, notes: list[Note]) -> Staged:
+        """Number and time ``notes``; the writes to commit with their decision."""
+        now = self._clock()
+        events = [
+            Event(sequence=self._next + i, at=now, **dataclasses.asdict(note))
+            for i, note in enumerate(notes)
+        ]
+        self._next += len(events)
+        overflow = max(0, len(self._events) + len(events) - KEEP)
+        return Staged(
+            events=events,
+            puts={event_key(event.sequence): to_json(event) for event in events},
+            deletes=tuple(event_key(self._events[i].sequence) for i in range(overflow)),
+        )
+
+    def confirm(self, staged: Staged) -> None:
+        """The staged events' decision is committed: they are now part of the log."""
+        for event in staged.events:
+            log.info(f"event {event.kind}", **_subject(event), reason=event.reason)
+        self._events.extend(staged.events)
+
+    async def record(self, notes: list[Note]) -> None:
+        """Events of decisions that commit nothing else (a refusal, a drift report)."""
+        staged = self.stage(notes)
+        await self._store.commit(Txn(puts=staged.puts, deletes=staged.deletes))
+        self.confirm(staged)
+
+    def events(self, *, since: int = 0, **match: str) -> list[Event]:
+        """Events after sequence ``since`` whose fields equal every given ``match``."""
+        return [
+            event
+            for event in self._events
+            if event.sequence > since
+            and all(getattr(event, name) == value for name, value in match.items())
+        ]
+
+
+def _subject(event: Event) -> dict[str, str]:
+    fields = ("namespace", "deployment", "container", "node")
+    return {name: getattr(event, name) for name in fields if getattr(event, name)}
