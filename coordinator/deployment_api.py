@@ -4,6 +4,7 @@
     GET    /v1/namespaces/{ns}/deployments           the namespace's deployments
     GET    /v1/namespaces/{ns}/deployments/{name}    one, with its containers
     DELETE /v1/namespaces/{ns}/deployments/{name}    it and all its containers
+    POST   /v1/namespaces/{ns}/deployments/{name}/scale   {"count": N}: add or remove
     GET    /v1/containers?namespace=&deployment=&node=&state=&capacity=
     GET    /v1/containers/{id}                       placement, limits, label, history
     PATCH  /v1/containers/{id}                       realloc by a delta, live (no restart)
@@ -18,12 +19,20 @@ numbers in ``details``.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 from aiohttp import web
+from msgspec import Meta
 
 from coordinator.api import json_response, read_body
 from coordinator.deployment_service import DeploymentService, DeployRefused
-from coordinator.deployments.records import ContainerRecord, DeploymentRecord, DeploymentSpec
+from coordinator.deployments.records import (
+    MAX_COUNT,
+    ContainerRecord,
+    DeploymentRecord,
+    DeploymentSpec,
+)
 from coordinator.errors import ApiError, NotFound
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import Delta
@@ -51,6 +60,13 @@ class DeltaSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 _decode_delta: msgspec.json.Decoder[DeltaSpec] = json_decoder(DeltaSpec)
+
+
+class ScaleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    count: Annotated[int, Meta(ge=0, le=MAX_COUNT)]
+
+
+_decode_scale: msgspec.json.Decoder[ScaleSpec] = json_decoder(ScaleSpec)
 
 
 class ContainerView(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,6 +107,17 @@ async def list_deployments(request: web.Request) -> web.Response:
 async def get_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
     return json_response(_deployment_view(service, deployment))
+
+
+async def scale_deployment(request: web.Request) -> web.Response:
+    service, deployment = _deployment(request)
+    body = await read_body(request, _decode_scale, "scale")
+    try:
+        outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
+    except DeployRefused as refusal:
+        raise _api_error(refusal) from refusal
+    assert outcome is not None  # the deployment was there a moment ago, in this same turn
+    return json_response(_deployment_view(service, outcome.deployment))
 
 
 async def delete_deployment(request: web.Request) -> web.Response:
@@ -218,6 +245,7 @@ def add_deployment_routes(app: web.Application) -> None:
     app.router.add_get(deployments, list_deployments)
     app.router.add_get(deployments + "/{name}", get_deployment)
     app.router.add_delete(deployments + "/{name}", delete_deployment)
+    app.router.add_post(deployments + "/{name}/scale", scale_deployment)
     app.router.add_get("/v1/containers", list_containers)
     app.router.add_get("/v1/containers/{id}", get_container)
     app.router.add_patch("/v1/containers/{id}", realloc_container)

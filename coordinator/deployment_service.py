@@ -223,10 +223,7 @@ class DeploymentService:
             ids = [_new_id(namespace, spec.name) for _ in range(total)]
             self._admit(namespace, spec, ids, now)
         except DeployRefused as refusal:
-            why = f"{refusal.reason}: {refusal.message}"
-            await self.events.record(
-                [Note("refused", why, namespace=namespace, deployment=spec.name)]
-            )
+            await self._record_refusal(refusal, namespace, spec.name)
             raise
         change = _Change()
         self._assign_all(change, namespace, spec, placement, ids, now=now)
@@ -235,6 +232,56 @@ class DeploymentService:
         await self._apply(change)
         placed = [self._containers[cid] for cid in ids]
         return DeployOutcome(deployment, placed)
+
+    async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome | None:
+        """Make the deployment hold ``count`` containers in all: the new ones admitted and
+        placed with AUTO beside the existing ones (whatever the deployment's strategy;
+        ``nodes_limit`` still holds), or the newest removed first."""
+        deployment = self._deployments.get((namespace, name))
+        if deployment is None:
+            return None
+        spec = deployment.spec
+        mine = sorted(
+            (c for c in self.containers() if (c.namespace, c.deployment) == (namespace, name)),
+            key=lambda c: (c.created, c.id),
+        )
+        now = self._clock()
+        change = _Change()
+        if count > len(mine):
+            existing: dict[str, int] = {}
+            for record in mine:
+                existing[record.node] = existing.get(record.node, 0) + 1
+            try:
+                resources = self._normalized(spec)
+                placement = self._placement(
+                    msgspec.structs.replace(spec, count=count - len(mine), strategy="auto"),
+                    resources,
+                    existing,
+                )
+                ids = [_new_id(namespace, name) for _ in range(count - len(mine))]
+                self._admit(namespace, spec, ids, now)
+            except DeployRefused as refusal:
+                await self._record_refusal(refusal, namespace, name, f"scaling to {count}: ")
+                raise
+            self._assign_all(
+                change, namespace, spec, placement, ids, now=now, why=f", scaled to {count}"
+            )
+        for record in reversed(mine[count:]):
+            self._release(change, record)
+            change.notes.append(_note("deleted", f"scaled down to {count}", record))
+        updated = msgspec.structs.replace(
+            deployment, spec=msgspec.structs.replace(spec, count=count)
+        )
+        change.deployments[(namespace, name)] = updated
+        await self._apply(change)
+        kept = [c for c in self.containers() if (c.namespace, c.deployment) == (namespace, name)]
+        return DeployOutcome(updated, kept)
+
+    async def _record_refusal(
+        self, refusal: DeployRefused, namespace: str, deployment: str, doing: str = ""
+    ) -> None:
+        why = f"{refusal.reason}: {doing}{refusal.message}"
+        await self.events.record([Note("refused", why, namespace=namespace, deployment=deployment)])
 
     async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord | None:
         """Change a running container's resources by ``delta``, in place and all or
@@ -404,10 +451,12 @@ class DeploymentService:
                 dict(decision.details) | extra,
             )
 
-    def _placement(self, spec: DeploymentSpec, resources: Normalized) -> Placement:
+    def _placement(
+        self, spec: DeploymentSpec, resources: Normalized, existing: dict[str, int] | None = None
+    ) -> Placement:
         views = [state.view() for state in self._candidates()]
         try:
-            return place(views, resources, spec.count, spec.strategy, spec.nodes_limit)
+            return place(views, resources, spec.count, spec.strategy, spec.nodes_limit, existing)
         except PlacementError as error:
             refusal = _refused("capacity", error, 409)
             refusal.details["capacities"] = Planner(views, resources).capacities()

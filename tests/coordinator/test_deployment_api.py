@@ -311,3 +311,24 @@ async def test_every_decision_is_an_event_with_its_reason(cluster: Coordinator) 
     assert len(others) == 4  # all in team-a, the namespace token's own
     assert (await call(cluster, "GET", "/v1/events?colour=red"))[0] == 400
     await ws.close()
+
+
+async def test_a_deployment_scales_up_beside_its_containers_and_down_newest_first(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    first = (await call(cluster, "POST", DEPLOYMENTS, spec(count=1)))[1]["containers"]
+    scale = f"{DEPLOYMENTS}/web/scale"
+    status, grown = await call(cluster, "POST", scale, {"count": 3})
+    assert status == 200, grown
+    assert grown["deployment"]["spec"]["count"] == 3
+    ids = [view["record"]["id"] for view in grown["containers"]]
+    assert len(ids) == 3
+    assert first[0]["record"]["id"] in ids
+    status, refused = await call(cluster, "POST", scale, {"count": 9})
+    assert (status, refused["error"]["details"]["reason"]) == (409, "capacity")
+    status, shrunk = await call(cluster, "POST", scale, {"count": 1})
+    assert status == 200, shrunk
+    assert [view["record"]["id"] for view in shrunk["containers"]] == [first[0]["record"]["id"]]
+    assert (await call(cluster, "POST", scale, {"count": -1}))[0] == 400
+    await ws.close()
