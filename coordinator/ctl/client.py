@@ -6,6 +6,9 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
+
+from shared.text import table
 
 TIMEOUT_SECONDS = 10.0
 
@@ -25,11 +28,23 @@ class ApiClient:
 
     def post(self, path: str, body: object) -> bytes:
         """The body of a successful POST of ``body`` as JSON."""
+        return self._send_json("POST", path, body)
+
+    def put(self, path: str, body: object) -> bytes:
+        return self._send_json("PUT", path, body)
+
+    def patch(self, path: str, body: object) -> bytes:
+        return self._send_json("PATCH", path, body)
+
+    def delete(self, path: str) -> bytes:
+        return self._send(urllib.request.Request(self.server + path, method="DELETE"))
+
+    def _send_json(self, method: str, path: str, body: object) -> bytes:
         request = urllib.request.Request(
             self.server + path,
             data=json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
-            method="POST",
+            method=method,
         )
         return self._send(request)
 
@@ -55,6 +70,31 @@ def quote(segment: str) -> str:
 def _error_message(error: urllib.error.HTTPError) -> str:
     try:
         detail = json.loads(error.read())["error"]
-        return f"{detail['message']} ({error.code} {detail['code']})"
+        message = f"{detail['message']} ({error.code} {detail['code']})"
     except (ValueError, KeyError, TypeError):
         return f"the coordinator answered HTTP {error.code} {error.reason}"
+    details = detail.get("details")
+    if not isinstance(details, dict) or not details:
+        return message
+    return message + "\n" + describe_details(details)
+
+
+def describe_details(details: Mapping[str, object]) -> str:
+    """An error's ``details`` (a refusal's reason and numbers) one per line, indented
+    under the message: ``  items:  resource=cpu used=1 request=0.5 max=1``."""
+    rows = [(f"{key}:", _detail(value)) for key, value in details.items()]
+    return "\n".join("  " + line for line in table(None, rows).splitlines())
+
+
+def _detail(value: object) -> str:
+    if isinstance(value, dict):
+        return " ".join(f"{k}={_scalar(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return "; ".join(_detail(item) for item in value) or "-"
+    return _scalar(value)
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)  # numbers, true/false, null, and anything nested

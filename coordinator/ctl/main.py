@@ -8,8 +8,19 @@
     allotctl plan --cpu 1.7 --memory 512Mi --count 10 [--cpu-bind] [--strategy auto]
                                    where 10 such containers would go (commits nothing)
 
+    allotctl deploy NS [--file web.toml] [--name web --image IMG --cpu 0.5 --memory 64Mi
+                    --count 2 --cpu-bind --env K=V --label K=V ...] [-- COMMAND ...]
+                                   place a deployment; prints what went where
+    allotctl deployments NS        a namespace's     allotctl deployment NS NAME   one, in detail
+    allotctl containers [--namespace --deployment --node --state --capacity over-quota]
+    allotctl container ID          placement, limits, capacity label, observed state, history
+    allotctl realloc ID [--cpu +0.5] [--memory=-64Mi] [--cpu-limit ...] ...
+                                   change a container's allocation live; prints its limits
+    allotctl delete deployment NS NAME             allotctl delete container ID
+
 Every command takes ``--json`` to print the API's own JSON instead of tables. The server
-and token come from ``--server``/``--token`` or ``ALLOT_SERVER``/``ALLOT_TOKEN``.
+and token come from ``--server``/``--token`` or ``ALLOT_SERVER``/``ALLOT_TOKEN``. A
+refusal prints the API's message and the numbers behind it, and exits 1.
 """
 
 from __future__ import annotations
@@ -22,7 +33,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from coordinator.ctl import deployments
 from coordinator.ctl.client import ApiClient, ApiClientError, quote
+from coordinator.ctl.deployment_views import (
+    container_details,
+    containers_table,
+    deleted_view,
+    deployment_details,
+    deployments_table,
+    placed_table,
+    realloc_view,
+)
 from coordinator.ctl.plot import PlotUnavailable, plot_simulation
 from coordinator.ctl.views import (
     node_details,
@@ -38,7 +59,7 @@ from coordinator.ctl.views import (
 )
 
 DEFAULT_SERVER = "http://127.0.0.1:7600"
-STRATEGIES = ("auto", "each", "fill", "global", "drained")
+SEPARATOR = "--"  # what follows it is a container's command (deploy)
 
 View = Callable[[bytes], str]
 
@@ -49,6 +70,7 @@ class Command:
     arguments: Callable[[argparse.ArgumentParser], None]
     fetch: Callable[[ApiClient, argparse.Namespace], bytes]  # the API's JSON
     render: Callable[[bytes, argparse.Namespace], str]  # the same for a person
+    takes_command: bool = False  # words after "--" are a container's command
 
 
 def _shown(view: View) -> Callable[[bytes, argparse.Namespace], str]:
@@ -60,9 +82,12 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
     return None
 
 
-def _one(name: str) -> Callable[[argparse.ArgumentParser], None]:
+def _named(*names: str) -> Callable[[argparse.ArgumentParser], None]:
+    """Positional arguments, in this order."""
+
     def add(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(name)
+        for name in names:
+            parser.add_argument(name)
 
     return add
 
@@ -71,7 +96,7 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu", required=True, help='cores per container, e.g. "1.7"')
     parser.add_argument("--memory", default="0", help='memory per container, e.g. "512Mi"')
     parser.add_argument("--count", type=int, required=True, help="containers to place")
-    parser.add_argument("--strategy", choices=STRATEGIES, default="auto")
+    parser.add_argument("--strategy", choices=deployments.STRATEGIES, default="auto")
     parser.add_argument("--nodes-limit", type=int, default=0, help="strategy's node limit")
     parser.add_argument("--cpu-bind", action="store_true", help="exclusive cores (cpuset)")
     parser.add_argument(
@@ -131,7 +156,7 @@ COMMANDS: dict[str, Command] = {
     "nodes": Command("list the nodes", _no_arguments, _get("/v1/nodes"), _shown(nodes_table)),
     "node": Command(
         "show one node in detail",
-        _one("name"),
+        _named("name"),
         lambda client, args: client.get(f"/v1/nodes/{quote(args.name)}"),
         _shown(node_details),
     ),
@@ -143,7 +168,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "resource": Command(
         "show one lease resource with its leases",
-        _one("id"),
+        _named("id"),
         _resource,
         _shown(resource_details),
     ),
@@ -155,7 +180,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "quota": Command(
         "show one quota",
-        _one("name"),
+        _named("name"),
         _get("/v1/quotas"),
         lambda body, args: quota_details(body, args.name),
     ),
@@ -167,7 +192,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "pool": Command(
         "show one pool: config, share and introspection",
-        _one("name"),
+        _named("name"),
         lambda client, args: client.get(f"/v1/pools/{quote(args.name)}"),
         _shown(pool_details),
     ),
@@ -177,11 +202,54 @@ COMMANDS: dict[str, Command] = {
         _plan,
         _shown(plan_tables),
     ),
+    "deploy": Command(
+        "place a deployment (flags, a TOML/JSON file, or both; -- COMMAND ...)",
+        deployments.deploy_arguments,
+        deployments.deploy,
+        _shown(placed_table),
+        takes_command=True,
+    ),
+    "deployments": Command(
+        "list a namespace's deployments",
+        _named("namespace"),
+        lambda client, args: client.get(deployments.deployments_path(args.namespace)),
+        lambda body, args: deployments_table(body, args.namespace),
+    ),
+    "deployment": Command(
+        "show one deployment with its containers",
+        _named("namespace", "name"),
+        lambda client, args: client.get(deployments.deployments_path(args.namespace, args.name)),
+        _shown(deployment_details),
+    ),
+    "containers": Command(
+        "list containers, filtered by namespace, deployment, node, state or capacity",
+        deployments.containers_arguments,
+        deployments.containers,
+        _shown(containers_table),
+    ),
+    "container": Command(
+        "show one container: placement, limits, label, observed state, history",
+        _named("id"),
+        lambda client, args: client.get(deployments.container_path(args.id)),
+        _shown(container_details),
+    ),
+    "realloc": Command(
+        "change a container's allocation live (signed changes); prints its new limits",
+        deployments.realloc_arguments,
+        deployments.realloc,
+        _shown(realloc_view),
+    ),
+    "delete": Command(
+        "delete a deployment (NAMESPACE NAME) and its containers, or one container (ID)",
+        deployments.delete_arguments,
+        deployments.delete,
+        lambda body, args: deleted_view(body, args.kind, args.names),
+    ),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
     if not args.token:
         print("allotctl: no API token: pass --token or set ALLOT_TOKEN", file=sys.stderr)
         return 2
@@ -193,6 +261,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"allotctl: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The arguments; ``container_command`` holds the words after "--" (deploy's only).
+
+    They are split off before argparse sees them: it would take a positional list after
+    the command's own positionals for them, and then refuse the words after "--".
+    """
+    cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
+    parser = _parser()
+    args = parser.parse_args(argv[:cut])
+    args.container_command = argv[cut + 1 :]
+    if cut < len(argv) and not COMMANDS[args.command].takes_command:
+        parser.error(f"{args.command} takes no command after {SEPARATOR}")
+    return args
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,0 +1,280 @@
+"""How ``allotctl`` shows deployments and containers: each view takes the API's answer
+(JSON of the ``ContainerView`` / ``DeploymentView`` structs) and gives the text a person
+reads.
+
+A container bound to cores (cpu-bind) shows its cpuset; one without bound cores runs on
+its node's shared pool, whose CPUs change as bound containers come and go, so its
+cpuset at placement is shown only in its details.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+
+import msgspec
+
+from coordinator.ctl.views import age, timestamp
+from coordinator.deployment_api import ContainerView, DeploymentView
+from coordinator.deployments.records import ContainerRecord, DeploymentSpec
+from shared.codec import json_decoder
+from shared.protocol import ContainerStatus, Limits
+from shared.quantity import format_memory
+from shared.text import table
+
+
+class ContainerList(msgspec.Struct, frozen=True):
+    containers: list[ContainerView]
+
+
+class DeploymentList(msgspec.Struct, frozen=True):
+    deployments: list[DeploymentView]
+
+
+class Deleted(msgspec.Struct, frozen=True):
+    deleted: str
+    containers: list[str] = []  # a deployment's, as they were removed with it
+
+
+_container: msgspec.json.Decoder[ContainerView] = json_decoder(ContainerView)
+_containers: msgspec.json.Decoder[ContainerList] = json_decoder(ContainerList)
+_deployment: msgspec.json.Decoder[DeploymentView] = json_decoder(DeploymentView)
+_deployments: msgspec.json.Decoder[DeploymentList] = json_decoder(DeploymentList)
+_deleted: msgspec.json.Decoder[Deleted] = json_decoder(Deleted)
+
+COLUMNS: dict[str, Callable[[ContainerView], object]] = {
+    "ID": lambda view: view.record.id,
+    "NAMESPACE": lambda view: view.record.namespace,
+    "DEPLOYMENT": lambda view: view.record.deployment,
+    "NODE": lambda view: view.record.node,
+    "STATE": lambda view: view.state,
+    "CAPACITY": lambda view: view.record.capacity or "-",
+    "CPUSET": lambda view: view.record.limits.cpuset_cpus if view.record.cpu_bind else "shared",
+    "SHARES": lambda view: view.record.limits.cpu_shares,
+    "QUOTA": lambda view: quota(view.record.limits),
+    "MEMORY": lambda view: memory(view.record.limits),
+}
+PLACED = ["ID", "NODE", "CAPACITY", "CPUSET", "SHARES", "QUOTA", "MEMORY"]
+IN_DEPLOYMENT = ["ID", "NODE", "STATE", "CAPACITY", "CPUSET", "SHARES", "QUOTA", "MEMORY"]
+LISTED = ["ID", "NAMESPACE", "DEPLOYMENT", *IN_DEPLOYMENT[1:]]
+
+
+def placed_table(body: bytes) -> str:
+    """What ``deploy`` placed where."""
+    view = _deployment.decode(body)
+    deployment = view.deployment
+    head = f"deployed {deployment.namespace}/{deployment.spec.name}: "
+    return head + f"{len(view.containers)} container(s)\n\n" + containers_of(view, PLACED)
+
+
+def deployments_table(body: bytes, namespace: str) -> str:
+    views = _deployments.decode(body).deployments
+    if not views:
+        return f"no deployments in namespace {namespace}"
+    rows = [
+        (
+            view.deployment.spec.name,
+            view.deployment.spec.image,
+            view.deployment.spec.count,
+            view.deployment.spec.resources.cpu,
+            _quantity(view.deployment.spec.resources.memory),
+            _yes(view.deployment.spec.cpu_bind),
+            view.deployment.spec.strategy,
+            f"{running(view.containers)}/{len(view.containers)}",
+        )
+        for view in views
+    ]
+    headers = ["NAME", "IMAGE", "COUNT", "CPU", "MEMORY", "CPU-BIND", "STRATEGY", "RUNNING/TOTAL"]
+    return table(headers, rows)
+
+
+def deployment_details(body: bytes) -> str:
+    view = _deployment.decode(body)
+    deployment, spec = view.deployment, view.deployment.spec
+    head = table(
+        None,
+        [
+            ("deployment", f"{deployment.namespace}/{spec.name}"),
+            ("image", spec.image),
+            ("command", shlex.join(spec.command) or "- (the image's)"),
+            ("count", f"{spec.count}, {running(view.containers)} running"),
+            *_resources(spec),
+            ("strategy", _strategy(spec)),
+            ("pool", spec.pool or "- (the namespace's)"),
+            ("priority", spec.priority),
+            ("restart policy", spec.restart_policy),
+            ("env", pairs(spec.env)),
+            ("labels", pairs(spec.labels)),
+            ("created", f"{timestamp(deployment.created)} ({age(deployment.created)} ago)"),
+        ],
+    )
+    if not view.containers:
+        return head + "\n\nno containers"
+    return head + "\n\n" + containers_of(view, IN_DEPLOYMENT)
+
+
+def containers_table(body: bytes) -> str:
+    views = _containers.decode(body).containers
+    if not views:
+        return "no containers"
+    return _table(views, LISTED)
+
+
+def container_details(body: bytes) -> str:
+    view = _container.decode(body)
+    record = view.record
+    head = table(
+        None,
+        [
+            ("id", record.id),
+            ("deployment", f"{record.namespace}/{record.deployment}"),
+            ("node", record.node),
+            ("image", record.image),
+            ("command", shlex.join(record.command) or "- (the image's)"),
+            ("capacity", record.capacity or "- (no quota governs it)"),
+            *limits_rows(record),
+            *_observed(view.observed, view.state),
+            ("restart policy", record.restart_policy),
+            ("pool", record.pool),
+            ("priority", record.priority),
+            ("env", pairs(record.env)),
+            ("labels", pairs(record.labels)),
+            ("created", f"{timestamp(record.created)} ({age(record.created)} ago)"),
+        ],
+    )
+    if not record.history:
+        return head
+    history = table(
+        ["AT", "EVENT", "DETAIL"],
+        [(timestamp(entry.at), entry.event, entry.detail) for entry in record.history],
+    )
+    return head + "\n\n" + history
+
+
+def realloc_view(body: bytes) -> str:
+    """A container's limits after a realloc."""
+    record = _container.decode(body).record
+    rows = [("container", f"{record.id} on {record.node}"), *limits_rows(record)]
+    return table(None, rows)
+
+
+def deleted_view(body: bytes, kind: str, names: list[str]) -> str:
+    """``names`` as given to ``delete``: a deployment's namespace and name, or an id."""
+    deleted = _deleted.decode(body)
+    if kind == "container":
+        return f"deleted container {deleted.deleted}"
+    removed = ", ".join(deleted.containers) or "-"
+    count = len(deleted.containers)
+    return (
+        f"deleted deployment {names[0]}/{deleted.deleted} and its {count} container(s): {removed}"
+    )
+
+
+def limits_rows(record: ContainerRecord) -> list[tuple[str, object]]:
+    """A container's requests and the Docker limits that enforce them."""
+    limits, requests = record.limits, record.requests.items()
+    if record.cpu_bind:
+        cpuset = f"{limits.cpuset_cpus} (bound)"
+    else:
+        cpuset = f"the node's shared pool ({limits.cpuset_cpus or '-'} when placed)"
+    return [
+        ("requests", pairs({k: _quantity(v) if k == "memory" else v for k, v in requests})),
+        ("cpuset", cpuset),
+        ("cpu shares", limits.cpu_shares),
+        ("cpu quota", quota(limits)),
+        ("memory", _memory_limits(limits)),
+    ]
+
+
+def containers_of(view: DeploymentView, headers: list[str]) -> str:
+    return _table(view.containers, headers) if view.containers else "no containers"
+
+
+def running(views: Sequence[ContainerView]) -> int:
+    return sum(view.state == "running" for view in views)
+
+
+def quota(limits: Limits) -> str:
+    """The CFS quota per period in microseconds, as Docker takes it; "none" unbounded."""
+    return "none" if limits.cpu_quota < 0 else f"{limits.cpu_quota}/{limits.cpu_period}"
+
+
+def memory(limits: Limits) -> str:
+    """The hard limit, or the reservation of a soft-memory container; "-" for neither."""
+    if limits.mem_limit:
+        return format_memory(limits.mem_limit)
+    if limits.mem_reservation:
+        return f"soft {format_memory(limits.mem_reservation)}"
+    return "-"
+
+
+def pairs(values: Mapping[str, object]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in values.items()) or "-"
+
+
+def _table(views: Sequence[ContainerView], headers: list[str]) -> str:
+    return table(headers, [[COLUMNS[header](view) for header in headers] for view in views])
+
+
+def _resources(spec: DeploymentSpec) -> list[tuple[str, object]]:
+    resources = spec.resources
+    cpu = f"{resources.cpu} per container"
+    if resources.cpu_limit is not None:
+        cpu += f", limit {resources.cpu_limit}"
+    if spec.cpu_bind:
+        cpu += ", bound cores (cpu-bind)"
+    memory = f"{_quantity(resources.memory)} per container"
+    if resources.memory_limit is not None:
+        memory += f", limit {_quantity(resources.memory_limit)}"
+    if spec.soft_memory:
+        memory += ", soft (reserved, not limited)"
+    return [("cpu", cpu), ("memory", memory)]
+
+
+def _strategy(spec: DeploymentSpec) -> str:
+    if not spec.nodes_limit:
+        return spec.strategy
+    return f"{spec.strategy}, on {spec.nodes_limit} node(s) at most"
+
+
+def _observed(observed: ContainerStatus | None, state: str) -> list[tuple[str, object]]:
+    """What the node's agent last reported: state, the limits the engine holds, drift."""
+    if observed is None:
+        return [("state", f"{state} (its node's agent has not reported it yet)")]
+    text = observed.state
+    if observed.started_at:
+        text += f", started {observed.started_at}"
+    if observed.exit_code is not None:
+        text += f", exit code {observed.exit_code}"
+    if observed.error:
+        text += f": {observed.error}"
+    held = observed.limits
+    engine = f"cpuset {held.cpuset_cpus or '-'}, shares {held.cpu_shares}"
+    engine += f", quota {quota(held)}, memory {_memory_limits(held)}"
+    return [
+        ("state", text),
+        ("engine holds", engine),
+        ("revision", observed.revision),
+        ("drift", "; ".join(observed.drift) or "-"),
+    ]
+
+
+def _memory_limits(limits: Limits) -> str:
+    if not limits.mem_limit:
+        reserved = limits.mem_reservation
+        return f"no limit, {format_memory(reserved)} reserved" if reserved else "no limit"
+    return (
+        f"limit {format_memory(limits.mem_limit)}, with swap"
+        f" {format_memory(limits.memswap_limit)}, reserved {format_memory(limits.mem_reservation)}"
+    )
+
+
+def _quantity(value: object) -> object:
+    """Memory as written ("64Mi"), or bytes shown in their largest exact unit."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return format_memory(value) if value else "-"
+    return value
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"

@@ -1,0 +1,402 @@
+"""allotctl's deployment and container commands: the API bodies their flags and files
+make, the tables and details they print, refusals with their numbers, and every command
+run through ``main`` against an in-process coordinator."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from coordinator.ctl.client import describe_details
+from coordinator.ctl.deployment_views import (
+    container_details,
+    containers_table,
+    deleted_view,
+    realloc_view,
+)
+from coordinator.ctl.deployments import (
+    containers_path,
+    deletion_path,
+    deployment_spec,
+    realloc_delta,
+)
+from coordinator.ctl.main import main, parse
+from coordinator.deployment_api import ContainerView
+from coordinator.deployments.records import ContainerRecord, HistoryEntry
+from shared.codec import to_json
+from shared.protocol import ContainerStatus, Limits
+from tests.coordinator.conftest import API_TOKEN, Coordinator, config_for, register, start
+
+MIB = 1024 * 1024
+WEB_TOML = """\
+name = "web"
+image = "busybox"
+command = ["sleep", "3600"]
+count = 2
+cpu_bind = true
+[resources]
+cpu = "0.5"
+memory = "64Mi"
+[env]
+MODE = "prod"
+"""
+WEB = {
+    "name": "web",
+    "image": "busybox",
+    "command": ["sleep", "3600"],
+    "count": 2,
+    "cpu_bind": True,
+    "resources": {"cpu": "0.5", "memory": "64Mi"},
+    "env": {"MODE": "prod"},
+}
+
+
+def parsed(*argv: str) -> argparse.Namespace:
+    return parse(["--token", "t", *argv])
+
+
+# -- what the flags and files ask for ---------------------------------------------------
+
+
+def test_deploy_flags_make_the_api_body() -> None:
+    args = parsed(
+        "deploy", "team-a", "--name", "web", "--image", "busybox", "--cpu", "0.5",
+        "--memory", "64Mi", "--count", "2", "--cpu-bind", "--strategy", "each",
+        "--nodes-limit", "1", "--priority", "3", "--restart-policy", "on-failure",
+        "--env", "A=1", "--env", "B=x=y", "--label", "tier=web", "--", "sleep", "--for", "60",
+    )  # fmt: skip
+    assert args.namespace == "team-a"
+    assert deployment_spec(args) == {
+        "name": "web",
+        "image": "busybox",
+        "count": 2,
+        "cpu_bind": True,
+        "strategy": "each",
+        "nodes_limit": 1,
+        "priority": 3,
+        "restart_policy": "on-failure",
+        "resources": {"cpu": "0.5", "memory": "64Mi"},
+        "env": {"A": "1", "B": "x=y"},
+        "labels": {"tier": "web"},
+        "command": ["sleep", "--for", "60"],
+    }
+
+
+@pytest.mark.parametrize("suffix", ["toml", "json"])
+def test_a_file_gives_the_fields_and_flags_win_over_them(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"web.{suffix}"
+    path.write_text(WEB_TOML if suffix == "toml" else json.dumps(WEB))
+    assert deployment_spec(parsed("deploy", "team-a", "--file", str(path))) == WEB
+    args = parsed(
+        "deploy", "team-a", "--file", str(path), "--count", "3", "--no-cpu-bind",
+        "--memory", "128Mi", "--env", "DEBUG=1", "--", "sleep", "60",
+    )  # fmt: skip
+    assert deployment_spec(args) == WEB | {
+        "count": 3,
+        "cpu_bind": False,
+        "resources": {"cpu": "0.5", "memory": "128Mi"},
+        "env": {"MODE": "prod", "DEBUG": "1"},
+        "command": ["sleep", "60"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "flags", "message"),
+    [
+        ("web.yaml", "name: web", (), "web.yaml: a deployment file is .toml or .json"),
+        ("web.toml", "name = ", (), "web.toml: Invalid value (at end of document)"),
+        ("web.json", "[1]", (), "web.json: expected an object with the deployment's fields"),
+        ("web.toml", 'resources = "1"', ("--cpu", "1"), "resources in the deployment file"),
+    ],
+)
+def test_a_bad_deployment_file_is_refused_saying_why(
+    tmp_path: Path, name: str, text: str, flags: tuple[str, ...], message: str
+) -> None:
+    (tmp_path / name).write_text(text)
+    args = parsed("deploy", "team-a", "--file", str(tmp_path / name), *flags)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        deployment_spec(args)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["containers", "--", "sleep"],  # only deploy runs a command
+        ["deploy", "team-a", "--env", "NOEQUALS"],
+        ["containers", "--capacity", "sometimes"],
+        ["delete", "pod", "x"],
+    ],
+)
+def test_bad_arguments_stop_with_usage(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parsed(*argv)
+    assert stopped.value.code == 2
+
+
+def test_realloc_sends_only_the_changes_given() -> None:
+    args = parsed("realloc", "c1", "--cpu", "-0.5", "--memory=-32Mi", "--cpu-limit", "+1")
+    assert realloc_delta(args) == {"cpu": "-0.5", "memory": "-32Mi", "cpu_limit": "1"}
+    assert realloc_delta(parsed("realloc", "c1", "--no-cpu-bind")) == {"cpu_bind": False}
+    with pytest.raises(ValueError, match="realloc changes nothing: give one of --cpu, "):
+        realloc_delta(parsed("realloc", "c1"))
+
+
+def test_containers_filters_become_the_query() -> None:
+    assert containers_path(parsed("containers")) == "/v1/containers"
+    args = parsed("containers", "--node", "node a", "--capacity", "over-quota")
+    assert containers_path(args) == "/v1/containers?node=node+a&capacity=over-quota"
+
+
+def test_delete_names_a_deployment_or_a_container() -> None:
+    assert deletion_path("deployment", ["team-a", "web"]) == "/v1/namespaces/team-a/deployments/web"
+    assert deletion_path("container", ["a/b"]) == "/v1/containers/a%2Fb"
+    with pytest.raises(ValueError, match=r"^usage: allotctl delete deployment NAMESPACE NAME$"):
+        deletion_path("deployment", ["web"])
+    with pytest.raises(ValueError, match=r"^usage: allotctl delete container ID$"):
+        deletion_path("container", ["a", "b"])
+
+
+# -- what is shown ----------------------------------------------------------------------
+
+
+def container(**fields: Any) -> ContainerView:
+    """A bound half-core container on node-a; ``fields`` override the record's."""
+    record: dict[str, Any] = {
+        "id": "team-a-web-1",
+        "namespace": "team-a",
+        "deployment": "web",
+        "node": "node-a",
+        "image": "busybox",
+        "command": ["sleep", "3600"],
+        "env": {},
+        "labels": {},
+        "restart_policy": "no",
+        "cpu_bind": True,
+        "requests": {"cpu": "0.5", "memory": 64 * MIB},
+        "priority": 0,
+        "pool": "team-a",
+        "created": 0.0,
+        "capacity": "in-quota",
+        "limits": Limits(
+            cpuset_cpus="2",
+            cpu_shares=512,
+            mem_limit=64 * MIB,
+            memswap_limit=64 * MIB,
+            mem_reservation=32 * MIB,
+        ),
+        "history": [HistoryEntry(at=0.0, event="placed", detail="on node-a")],
+    }
+    return ContainerView(
+        record=ContainerRecord(**(record | fields)), state="pending", observed=None
+    )
+
+
+def test_the_containers_table_shows_placement_and_limits() -> None:
+    bound = container()
+    shared = container(
+        id="team-a-batch-1",
+        deployment="batch",
+        cpu_bind=False,
+        capacity="",
+        limits=Limits(cpuset_cpus="0-1", cpu_shares=1024, cpu_quota=25_000, mem_reservation=MIB),
+    )
+    body = to_json({"containers": [bound, shared]})
+    assert containers_table(body).splitlines() == [
+        "ID              NAMESPACE  DEPLOYMENT  NODE    STATE    CAPACITY  CPUSET  SHARES"
+        "  QUOTA         MEMORY",
+        "team-a-web-1    team-a     web         node-a  pending  in-quota  2       512"
+        "     none          64Mi",
+        "team-a-batch-1  team-a     batch       node-a  pending  -         shared  1024"
+        "    25000/100000  soft 1Mi",
+    ]
+    assert containers_table(b'{"containers": []}') == "no containers"
+
+
+def test_a_containers_details_show_what_its_agent_reported() -> None:
+    view = container()
+    observed = ContainerStatus(
+        id=view.record.id,
+        state="exited",
+        limits=view.record.limits,
+        revision=7,
+        started_at="2026-11-21T09:00:00Z",
+        exit_code=137,
+        drift=["cpu_shares 2 -> 512"],
+    )
+    reported = ContainerView(record=view.record, state="exited", observed=observed)
+    lines = container_details(to_json(reported)).splitlines()
+    for line in [
+        "capacity        in-quota",
+        "requests        cpu=0.5, memory=64Mi",
+        "cpuset          2 (bound)",
+        "cpu shares      512",
+        "cpu quota       none",
+        "memory          limit 64Mi, with swap 64Mi, reserved 32Mi",
+        "state           exited, started 2026-11-21T09:00:00Z, exit code 137",
+        "engine holds    cpuset 2, shares 512, quota none, memory limit 64Mi, with swap 64Mi,"
+        " reserved 32Mi",
+        "revision        7",
+        "drift           cpu_shares 2 -> 512",
+        "AT                    EVENT   DETAIL",
+        "1970-01-01T00:00:00Z  placed  on node-a",
+    ]:
+        assert line in lines
+    pending = container_details(to_json(view))
+    assert "state           pending (its node's agent has not reported it yet)" in pending
+
+
+def test_a_realloc_shows_the_new_limits() -> None:
+    assert realloc_view(to_json(container())).splitlines() == [
+        "container   team-a-web-1 on node-a",
+        "requests    cpu=0.5, memory=64Mi",
+        "cpuset      2 (bound)",
+        "cpu shares  512",
+        "cpu quota   none",
+        "memory      limit 64Mi, with swap 64Mi, reserved 32Mi",
+    ]
+
+
+def test_deletions_say_what_went() -> None:
+    both = b'{"deleted": "web", "containers": ["c1", "c2"]}'
+    shown = deleted_view(both, "deployment", ["team-a", "web"])
+    assert shown == "deleted deployment team-a/web and its 2 container(s): c1, c2"
+    assert deleted_view(b'{"deleted": "c1"}', "container", ["c1"]) == "deleted container c1"
+
+
+def test_a_refusals_details_are_shown_one_per_line() -> None:
+    details = {
+        "reason": "quota",
+        "quota": "team-a",
+        "items": [{"resource": "cpu", "used": "1", "request": "0.5", "max": "1"}],
+        "capacities": {"node-a": 4, "node-b": 0},
+        "fits": False,
+        "nodes": [],
+    }
+    assert describe_details(details).splitlines() == [
+        "  reason:      quota",
+        "  quota:       team-a",
+        "  items:       resource=cpu used=1 request=0.5 max=1",
+        "  capacities:  node-a=4 node-b=0",
+        "  fits:        false",
+        "  nodes:       -",
+    ]
+
+
+# -- through main, against a coordinator ------------------------------------------------
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Coordinator]:
+    """A coordinator whose node leases outlast the test (no heartbeats needed)."""
+    runner, url = await start(config_for(tmp_path, lease_seconds=60.0, heartbeat_seconds=20.0))
+    async with aiohttp.ClientSession() as http:
+        yield Coordinator(url=url, app=runner.app, http=http)
+    await runner.cleanup()
+
+
+async def allotctl(
+    cluster: Coordinator, capsys: pytest.CaptureFixture[str], *argv: str
+) -> tuple[int, str, str]:
+    """``main`` in a thread (its client blocks) while the coordinator serves in this loop."""
+    code = await asyncio.to_thread(main, ["--server", cluster.url, "--token", API_TOKEN, *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+async def test_every_command_through_main(
+    cluster: Coordinator, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ws = await register(cluster, "node-a")
+    (tmp_path / "web.toml").write_text(WEB_TOML)
+    code, out, err = await allotctl(
+        cluster, capsys, "deploy", "team-a", "--file", str(tmp_path / "web.toml")
+    )
+    assert code == 0, err
+    head, _, header, *rows = out.splitlines()
+    assert head == "deployed team-a/web: 2 container(s)"
+    assert header.split() == ["ID", "NODE", "CAPACITY", "CPUSET", "SHARES", "QUOTA", "MEMORY"]
+    assert [row.split()[1:] for row in rows] == [["node-a", "-", "0", "512", "none", "64Mi"]] * 2
+    first = rows[0].split()[0]
+    code, out, err = await allotctl(
+        cluster, capsys, "deploy", "team-a", "--name", "batch", "--image", "busybox",
+        "--cpu", "0.25", "--memory", "32Mi", "--json", "--", "sleep", "60",
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["deployment"]["spec"]["command"] == ["sleep", "60"]
+
+    code, out, _ = await allotctl(cluster, capsys, "deployments", "team-a")
+    assert [line.split() for line in out.splitlines()] == [
+        ["NAME", "IMAGE", "COUNT", "CPU", "MEMORY", "CPU-BIND", "STRATEGY", "RUNNING/TOTAL"],
+        ["batch", "busybox", "1", "0.25", "32Mi", "no", "auto", "0/1"],
+        ["web", "busybox", "2", "0.5", "64Mi", "yes", "auto", "0/2"],
+    ]
+    code, out, _ = await allotctl(cluster, capsys, "deployment", "team-a", "web")
+    assert "command         sleep 3600" in out.splitlines()
+    assert "env             MODE=prod" in out.splitlines()
+    assert out.count("team-a-web-") == 2
+
+    code, out, _ = await allotctl(cluster, capsys, "containers", "--deployment", "batch")
+    assert [line.split()[1:6] for line in out.splitlines()[1:]] == [
+        ["team-a", "batch", "node-a", "pending", "-"]
+    ]
+    code, out, _ = await allotctl(cluster, capsys, "containers", "--json")
+    assert len(json.loads(out)["containers"]) == 3
+
+    code, out, err = await allotctl(
+        cluster, capsys, "realloc", first, "--cpu", "+0.5", "--memory", "32Mi"
+    )
+    assert code == 0, err
+    assert "memory      limit 96Mi, with swap 96Mi, reserved 48Mi" in out.splitlines()
+    code, out, _ = await allotctl(cluster, capsys, "container", first)
+    assert "requests        cpu=1, memory=96Mi" in out.splitlines()
+    assert any(line.split()[1:2] == ["realloc"] for line in out.splitlines())
+    code, out, err = await allotctl(cluster, capsys, "realloc", first, "--cpu", "-2")
+    assert code == 1
+    message, *details = err.splitlines()
+    assert message.startswith("allotctl: cpu_request")
+    assert message.endswith("(422 invalid_request)")
+    assert "  reason:  invalid" in details
+
+    code, out, _ = await allotctl(cluster, capsys, "delete", "container", first)
+    assert (code, out) == (0, f"deleted container {first}\n")
+    code, out, _ = await allotctl(cluster, capsys, "delete", "deployment", "team-a", "web")
+    assert out.startswith("deleted deployment team-a/web and its 1 container(s): team-a-web-")
+    code, _, err = await allotctl(cluster, capsys, "container", first)
+    assert (code, err) == (1, f"allotctl: no container {first} (404 not_found)\n")
+    await ws.close()
+
+
+async def test_a_quota_refusal_shows_its_reason_and_numbers(
+    cluster: Coordinator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = await register(cluster, "node-a")
+    quota = {"namespace": "team-a", "max": {"cpu": "1"}}
+    response = await cluster.http.put(
+        cluster.url + "/v1/elasticquotas/team-a",
+        json=quota,
+        headers={"Authorization": f"Bearer {API_TOKEN}"},
+    )
+    assert response.status == 200, await response.text()
+    code, out, err = await allotctl(
+        cluster, capsys, "deploy", "team-a", "--name", "web", "--image", "busybox",
+        "--cpu", "0.5", "--count", "3", "--cpu-bind",
+    )  # fmt: skip
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "allotctl: ElasticQuota 'team-a': max exceeded: cpu used 1 + request 0.5 > max 1"
+        " (403 quota_max_exceeded)",
+        "  reason:                   quota",
+        "  quota:                    team-a",
+        "  kind:                     ElasticQuota",
+        "  items:                    resource=cpu used=1 request=0.5 max=1",
+        "  admitted_before_refusal:  2",
+    ]
+    await ws.close()

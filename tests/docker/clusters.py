@@ -1,0 +1,57 @@
+"""A coordinator and agents of this host, all real processes: each agent offers one of
+the host's CPUs under a node name of its own, and whatever containers the agents made are
+removed afterwards.
+
+with running_cluster(tmp_path, docker_client, nodes=1) as cluster:
+    allotctl(cluster.url, "deploy", ...)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+
+from tests.docker.runtimes import cpus, remove_all
+from tests.e2e.processes import Service, wait_for_node_state
+
+
+@dataclass
+class Cluster:
+    url: str
+    nodes: list[str]
+    coordinator: Service
+
+
+@contextlib.contextmanager
+def running_cluster(
+    tmp_path: Path, client: docker.DockerClient, *, nodes: int, port: int = 0
+) -> Iterator[Cluster]:
+    """Every node ready; ``port`` fixes the coordinator's (to restart it at the same URL)."""
+    host_cpus = cpus()
+    if len(host_cpus) < nodes:
+        pytest.fail(f"these tests need {nodes} CPUs (one per agent)", pytrace=False)
+    suffix = uuid.uuid4().hex[:6]
+    names = [f"e2e-{suffix}-{chr(ord('a') + i)}" for i in range(nodes)]
+    coordinator = Service.coordinator(tmp_path, port=port).start()
+    started = [coordinator]
+    try:
+        url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
+        for node, offered in zip(names, host_cpus, strict=False):
+            others = ",".join(str(cpu) for cpu in host_cpus if cpu != offered)
+            agent = Service.agent(tmp_path, url, node, args=(f"--reserved-cpus={others}",))
+            started.append(agent.start())
+            wait_for_node_state(url, node, "ready")
+        yield Cluster(url=url, nodes=names, coordinator=coordinator)
+    finally:
+        for service in reversed(started):
+            if service.process is not None and service.process.poll() is None:
+                service.process.kill()
+                service.process.wait(timeout=10)
+        for node in names:
+            remove_all(client, node)
