@@ -9,16 +9,18 @@ with running_cluster(tmp_path, docker_client, nodes=1) as cluster:
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
 
 from tests.docker.runtimes import cpus, remove_all
-from tests.e2e.processes import Service, wait_for_node_state
+from tests.e2e.processes import Service, api, wait_for_node_state
 
 
 @dataclass
@@ -55,3 +57,25 @@ def running_cluster(
                 service.process.wait(timeout=10)
         for node in names:
             remove_all(client, node)
+
+
+CONVERGE_SECONDS = 45.0
+
+
+def deploy(url: str, namespace: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """POST the deployment; the records of the containers placed."""
+    answer = api(url, f"/v1/namespaces/{namespace}/deployments", body)
+    records: list[dict[str, Any]] = [view["record"] for view in answer["containers"]]
+    return records
+
+
+def wait_until_running(url: str, count: int) -> list[dict[str, Any]]:
+    """The containers' views once there are ``count`` and their agents report them running."""
+    deadline = time.monotonic() + CONVERGE_SECONDS
+    while True:
+        views: list[dict[str, Any]] = api(url, "/v1/containers")["containers"]
+        if len(views) == count and all(view["state"] == "running" for view in views):
+            return views
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not all {count} containers running: {views}")
+        time.sleep(0.2)

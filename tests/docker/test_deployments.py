@@ -4,8 +4,9 @@ Docker engine. What the API says was planned is what Docker holds and the kernel
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,64 +18,39 @@ from agent.runtime.labels import node_filter
 from shared.cpuset import CpuSet
 from shared.protocol import Limits
 from tests.docker.cgroups import cgroup_settings
+from tests.docker.clusters import (
+    CONVERGE_SECONDS,
+    Cluster,
+    deploy,
+    running_cluster,
+    wait_until_running,
+)
 from tests.docker.conftest import IMAGE
 from tests.docker.runtimes import cpus, limits_in, this_host
-from tests.e2e.processes import Service, api, wait_for_node_state
+from tests.e2e.processes import api, wait_for_node_state
 
 pytestmark = pytest.mark.docker
-CONVERGE_SECONDS = 45.0
 
 
 @pytest.fixture
-def cluster(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[tuple[str, list[str]]]:
-    """The coordinator's URL and the two nodes, each offering one CPU of this host."""
-    host_cpus = cpus()
-    if len(host_cpus) < 2:
-        pytest.fail("these tests need two CPUs (one per agent)", pytrace=False)
-    suffix = uuid.uuid4().hex[:6]
-    nodes = [f"e2e-{suffix}-a", f"e2e-{suffix}-b"]
-    started: list[Service] = []
-    coordinator = Service.coordinator(tmp_path).start()
-    started.append(coordinator)
-    try:
-        url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
-        for node, offered in zip(nodes, host_cpus[:2], strict=True):
-            others = ",".join(str(cpu) for cpu in host_cpus if cpu != offered)
-            agent = Service.agent(tmp_path, url, node, args=(f"--reserved-cpus={others}",))
-            started.append(agent.start())
-            wait_for_node_state(url, node, "ready")
-        yield url, nodes
-    finally:
-        for service in reversed(started):
-            if service.process is not None and service.process.poll() is None:
-                service.process.kill()
-                service.process.wait(timeout=10)
-        for node in nodes:
-            for found in docker_client.api.containers(all=True, filters=node_filter(node)):
-                docker_client.api.remove_container(found["Id"], force=True)
+def cluster(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[Cluster]:
+    """A coordinator (on a fixed port, to be restarted under its agents) and two nodes,
+    each offering one CPU of this host."""
+    with running_cluster(tmp_path, docker_client, nodes=2, port=free_port()) as running:
+        yield running
 
 
-def deploy(url: str, namespace: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    answer = api(url, f"/v1/namespaces/{namespace}/deployments", body)
-    records: list[dict[str, Any]] = [view["record"] for view in answer["containers"]]
-    return records
-
-
-def wait_until_running(url: str, count: int) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + CONVERGE_SECONDS
-    while True:
-        views: list[dict[str, Any]] = api(url, "/v1/containers")["containers"]
-        if len(views) == count and all(view["state"] == "running" for view in views):
-            return views
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not all {count} containers running: {views}")
-        time.sleep(0.2)
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def test_bound_and_unbound_containers_hold_exactly_their_plan_on_the_host(
-    cluster: tuple[str, list[str]], docker_client: docker.DockerClient
+    cluster: Cluster, docker_client: docker.DockerClient
 ) -> None:
-    url, nodes = cluster
+    url, nodes = cluster.url, cluster.nodes
     common = {"image": IMAGE, "command": ["sleep", "3600"], "strategy": "each"}
     deploy(
         url,
@@ -120,9 +96,9 @@ def test_bound_and_unbound_containers_hold_exactly_their_plan_on_the_host(
 
 
 def test_a_realloc_changes_the_cgroups_live_without_a_restart(
-    cluster: tuple[str, list[str]], docker_client: docker.DockerClient
+    cluster: Cluster, docker_client: docker.DockerClient
 ) -> None:
-    url, _ = cluster
+    url = cluster.url
     body = {
         "name": "svc",
         "image": IMAGE,
@@ -148,3 +124,55 @@ def test_a_realloc_changes_the_cgroups_live_without_a_restart(
     after = docker_client.api.inspect_container(found["Id"])
     assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
     assert host.settings(limits_in(after)) == planned
+
+
+# 0 s: killed before the commit; 0.01 s: just after it; 0.3 s: while agents create containers
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.3])
+def test_a_coordinator_killed_during_a_20_container_deployment_loses_and_doubles_nothing(
+    cluster: Cluster, docker_client: docker.DockerClient, delay: float
+) -> None:
+    body = {
+        "name": "fleet",
+        "image": IMAGE,
+        "command": ["sleep", "3600"],
+        "count": 20,
+        "cpu_bind": False,
+        "resources": {"cpu": "0.05", "memory": "8Mi"},
+    }
+    answer: list[object] = []
+    request = threading.Thread(target=lambda: answer.append(_deploy_or_error(cluster.url, body)))
+    request.start()
+    time.sleep(delay)
+    cluster.coordinator.kill9()
+    request.join(timeout=30)
+    restarted_at = len(cluster.coordinator.text())
+    cluster.coordinator.start()
+    cluster.coordinator.wait_for(r"coordinator listening", after=restarted_at)
+    for node in cluster.nodes:
+        wait_for_node_state(cluster.url, node, "ready", timeout=30)
+    views = api(cluster.url, "/v1/containers")["containers"]
+    assert len(views) in (0, 20), len(views)  # all of the deployment or none of it
+    if views:
+        views = wait_until_running(cluster.url, 20)
+    wanted = sorted(view["record"]["id"] for view in views)
+    deadline = time.monotonic() + CONVERGE_SECONDS
+    while _on_host(docker_client, cluster.nodes) != wanted:
+        assert time.monotonic() < deadline, (_on_host(docker_client, cluster.nodes), wanted)
+        time.sleep(0.2)
+    nodes = api(cluster.url, "/v1/nodes")["nodes"]
+    assert {node["name"] for node in nodes} >= set(cluster.nodes)
+
+
+def _deploy_or_error(url: str, body: dict[str, Any]) -> object:
+    try:
+        return deploy(url, "team-a", body)
+    except OSError as error:  # the coordinator died under the request
+        return error
+
+
+def _on_host(client: docker.DockerClient, nodes: list[str]) -> list[str]:
+    found = []
+    for node in nodes:
+        for container in client.api.containers(all=True, filters=node_filter(node)):
+            found.append(container["Labels"]["allot.id"])
+    return sorted(found)
