@@ -46,7 +46,7 @@ EVENT_FILTERS = ("namespace", "deployment", "container", "node", "kind")
 
 
 class DeltaSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A realloc: signed changes ("-0.5", "+256Mi"); ``cpu`` / ``memory`` change request
+    """A realloc: signed changes ("-0.5", "256Mi"); ``cpu`` / ``memory`` change request
     and limit together."""
 
     cpu: str | int | float | None = None
