@@ -132,3 +132,12 @@ async def coordinator(tmp_path: Path) -> AsyncIterator[Coordinator]:
     async with aiohttp.ClientSession() as http:
         yield Coordinator(url=url, app=runner.app, http=http)
     await runner.cleanup()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Coordinator]:
+    """A coordinator whose node leases outlast the test (no heartbeats needed)."""
+    runner, url = await start(config_for(tmp_path, lease_seconds=60.0, heartbeat_seconds=20.0))
+    async with aiohttp.ClientSession() as http:
+        yield Coordinator(url=url, app=runner.app, http=http)
+    await runner.cleanup()

@@ -8,11 +8,9 @@ import argparse
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from coordinator.ctl.client import describe_details
@@ -33,7 +31,7 @@ from coordinator.deployment_api import ContainerView
 from coordinator.deployments.records import ContainerRecord, HistoryEntry
 from shared.codec import to_json
 from shared.protocol import ContainerStatus, Limits
-from tests.coordinator.conftest import API_TOKEN, Coordinator, config_for, register, start
+from tests.coordinator.conftest import API_TOKEN, Coordinator, register
 
 MIB = 1024 * 1024
 WEB_TOML = """\
@@ -291,15 +289,6 @@ def test_a_refusals_details_are_shown_one_per_line() -> None:
 
 
 # -- through main, against a coordinator ------------------------------------------------
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Coordinator]:
-    """A coordinator whose node leases outlast the test (no heartbeats needed)."""
-    runner, url = await start(config_for(tmp_path, lease_seconds=60.0, heartbeat_seconds=20.0))
-    async with aiohttp.ClientSession() as http:
-        yield Coordinator(url=url, app=runner.app, http=http)
-    await runner.cleanup()
 
 
 async def allotctl(

@@ -4,7 +4,6 @@ nodes, visible per namespace, deleted, and kept across a restart."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,6 @@ from tests.coordinator.conftest import (
 
 MIB = 1024 * 1024
 DEPLOYMENTS = f"/v1/namespaces/{NAMESPACE}/deployments"
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Coordinator]:
-    """A coordinator whose node leases outlast the test (no heartbeats needed)."""
-    runner, url = await start(config_for(tmp_path, lease_seconds=60.0, heartbeat_seconds=20.0))
-    async with aiohttp.ClientSession() as http:
-        yield Coordinator(url=url, app=runner.app, http=http)
-    await runner.cleanup()
 
 
 async def call(
