@@ -16,6 +16,12 @@ them still running); then, in one commit, they are released and those whose rest
 policy asks for it are placed again on the ready nodes. When the node's agent returns it
 is told to remove what was given up, since its desired state no longer holds it.
 
+A deployment that does not fit may preempt: placed one container at a time, a container
+that finds no room asks every ready node for a preemption plan under the quota rules
+(quotas spec 8: only over-quota containers of other quotas, R1/R2, the cool-down), takes
+the node ``choose_node`` picks, releases the victims there and places it. The victims and
+the new containers are committed together, so no capacity is counted twice or lost.
+
 Quota labels (in-quota / over-quota) are recomputed for every quota after each change
 and stored with the containers whose label moved; the agents get them with the desired
 state.
@@ -27,6 +33,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import msgspec
 
@@ -51,6 +58,7 @@ from coordinator.events import EventLog, Note
 from coordinator.nodes import NodeState as NodeHealth
 from coordinator.placement import (
     Delta,
+    Node,
     NodeState,
     Normalized,
     Placement,
@@ -66,7 +74,13 @@ from coordinator.placement import (
 from coordinator.plan_nodes import node_from_inventory
 from coordinator.quota_service import QuotaService
 from coordinator.quotas import Container as QuotaContainer
-from coordinator.quotas import admit, label_containers
+from coordinator.quotas import (
+    PreemptionRecord,
+    admit,
+    choose_node,
+    label_containers,
+    plan_preemption,
+)
 from coordinator.registry import NodeRegistry
 from coordinator.store import Compare, Store, Txn
 from shared.codec import json_decoder, to_json
@@ -114,6 +128,7 @@ class _Change:
     deployments: dict[tuple[str, str], DeploymentRecord] = field(default_factory=dict)
     removed_deployments: list[tuple[str, str]] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    preemptions: list[PreemptionRecord] = field(default_factory=list)
 
 
 class DeploymentService:
@@ -138,6 +153,9 @@ class DeploymentService:
         self._containers: dict[str, ContainerRecord] = {}
         self._deployments: dict[tuple[str, str], DeploymentRecord] = {}
         self._observed: dict[str, ContainerStatus] = {}
+        # Recent preemptions, for the cool-down (quotas spec 8.3); kept in memory only: a
+        # restart forgets them, which at worst lets a victim's quota preempt back early.
+        self._preemptions: list[PreemptionRecord] = []
         self._listeners: list[Listener] = []
         quotas.counted = self.quota_containers
 
@@ -216,17 +234,23 @@ class DeploymentService:
                 {"namespace": namespace, "deployment": spec.name},
             )
         now = self._clock()
+        change = _Change()
         try:
             resources = self._normalized(spec)
-            placement = self._placement(spec, resources)
-            total = sum(len(plans) for plans in placement.plans.values())  # EACH: per node
-            ids = [_new_id(namespace, spec.name) for _ in range(total)]
-            self._admit(namespace, spec, ids, now)
+            try:
+                placement = self._placement(spec, resources)
+            except DeployRefused as refusal:
+                if refusal.reason != "capacity" or spec.strategy != "auto":
+                    raise
+                ids = self._place_preempting(change, namespace, spec, resources, now)
+            else:
+                total = sum(len(plans) for plans in placement.plans.values())  # EACH: per node
+                ids = [_new_id(namespace, spec.name) for _ in range(total)]
+                self._admit(namespace, spec, ids, now)
+                self._assign_all(change, namespace, spec, placement, ids, now=now)
         except DeployRefused as refusal:
             await self._record_refusal(refusal, namespace, spec.name)
             raise
-        change = _Change()
-        self._assign_all(change, namespace, spec, placement, ids, now=now)
         deployment = DeploymentRecord(namespace=namespace, spec=spec, created=now)
         change.deployments[(namespace, spec.name)] = deployment
         await self._apply(change)
@@ -412,6 +436,100 @@ class DeploymentService:
             )
         except PlacementError as error:
             raise _refused("invalid", error, 422) from error
+
+    def _place_preempting(
+        self,
+        change: _Change,
+        namespace: str,
+        spec: DeploymentSpec,
+        resources: Normalized,
+        now: float,
+    ) -> list[str]:
+        """Place ``spec.count`` containers one at a time into ``change``, preempting where
+        one finds no room and the quota rules allow it; ``DeployRefused`` otherwise."""
+        counted = self.quota_containers()
+        existing: dict[str, int] = {}
+        ids: list[str] = []
+        for index in range(spec.count):
+            container_id = _new_id(namespace, spec.name)
+            candidate = QuotaContainer(
+                name=container_id,
+                namespace=namespace,
+                requests=_quota_requests(spec),
+                priority=spec.priority,
+                created=now,
+                running=True,
+            )
+            self._check_admission(counted, candidate, {"admitted_before_refusal": index})
+            views = [self._nodes_state(change, s.name).view() for s in self._candidates()]
+            try:
+                placement = place(views, resources, 1, "auto", spec.nodes_limit, existing)
+            except PlacementError:
+                node = self._preempt_for(change, candidate, views, counted, now)
+                counted = [c for c in counted if c.name not in change.removed]
+                placement = self._placement_on(change, node, resources, index)
+            self._assign_all(change, namespace, spec, placement, [container_id], now=now)
+            node = change.containers[container_id].node
+            counted.append(msgspec.structs.replace(candidate, node=node))
+            existing[node] = existing.get(node, 0) + 1
+            ids.append(container_id)
+        return ids
+
+    def _preempt_for(
+        self,
+        change: _Change,
+        candidate: QuotaContainer,
+        views: list[Node],
+        counted: list[QuotaContainer],
+        now: float,
+    ) -> str:
+        """Release, into ``change``, the victims of the best node's preemption plan for
+        ``candidate``; that node's name. ``DeployRefused`` with every node's reason when
+        no node may preempt."""
+        recent = [*self._preemptions, *change.preemptions]
+        plans = {
+            view.name: plan_preemption(
+                self._quotas.all(),
+                counted,
+                msgspec.structs.replace(candidate, node=view.name),
+                {"cpu": Fraction(sum(view.cores.values()), view.share_base), "memory": view.memory},
+                self._quotas.gb_per_gpu,
+                now,
+                recent,
+                self._quotas.cooldown_s,
+                share_base=self._share_base,
+            )
+            for view in views
+        }
+        node = choose_node(plans)
+        if node is None:
+            raise DeployRefused(
+                "capacity",
+                "insufficient_capacity",
+                f"no node has room for {candidate.name} and no preemption is allowed",
+                409,
+                {"preemption": {name: plan.reason for name, plan in plans.items()}},
+            )
+        plan = plans[node]
+        for key in plan.victims or []:
+            victim = {**self._containers, **change.containers}[key.split("/", 1)[1]]
+            self._release(change, victim)
+            why = f"by {candidate.name} of {candidate.namespace}: {plan.reason}"
+            change.notes.append(_note("preempted", why, victim))
+        change.preemptions.extend(plan.records(now))
+        return node
+
+    def _placement_on(
+        self, change: _Change, node: str, resources: Normalized, index: int
+    ) -> Placement:
+        """One container on ``node`` after its victims left; the quota engine counts
+        amounts, not core layouts, so this can still fail (refused, nothing changed)."""
+        try:
+            return place([self._nodes_state(change, node).view()], resources, 1, "auto")
+        except PlacementError as error:
+            refusal = _refused("capacity", error, 409)
+            refusal.details["admitted_before_refusal"] = index
+            raise refusal from error
 
     def _admit(self, namespace: str, spec: DeploymentSpec, ids: list[str], now: float) -> None:
         """Each new container in turn against its quota's max (quotas spec 6)."""
@@ -617,6 +735,9 @@ class DeploymentService:
                 {"nodes": sorted(change.nodes)},
             )
         self.events.confirm(staged)
+        recent = self._clock() - self._quotas.cooldown_s
+        self._preemptions = [r for r in self._preemptions if r["at"] > recent]
+        self._preemptions.extend(change.preemptions)
         touched = set(change.nodes) | {r.node for r in change.containers.values()}
         removed_nodes = {before[1][cid].node for cid in change.removed if cid in before[1]}
         touched |= removed_nodes

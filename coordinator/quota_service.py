@@ -175,6 +175,11 @@ class QuotaService:
         return self.gb_per_gpu
 
     @property
+    def cooldown_s(self) -> float:
+        """How long a preemption protects the preemptor's quota from its victims' (8.3)."""
+        return self._settings.preemption_cooldown_s
+
+    @property
     def gb_per_gpu(self) -> int:
         """GB charged per whole GPU request (the quota settings)."""
         return self._settings.nvidia_gpu_resource_memory_gb

@@ -322,3 +322,36 @@ async def test_a_deployment_scales_up_beside_its_containers_and_down_newest_firs
     assert [view["record"]["id"] for view in shrunk["containers"]] == [first[0]["record"]["id"]]
     assert (await call(cluster, "POST", scale, {"count": -1}))[0] == 400
     await ws.close()
+
+
+async def test_a_namespace_claiming_its_min_preempts_an_over_quota_container_of_another(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")  # 2 CPUs
+    for team in ("team-a", "team-b"):
+        quota = {"namespace": team, "min": {"cpu": "1"}, "max": {"cpu": "2"}}
+        assert (await call(cluster, "PUT", f"/v1/elasticquotas/{team}", quota))[0] == 200
+    borrowed = (await call(cluster, "POST", DEPLOYMENTS, spec(count=4)))[1]["containers"]
+    labels = [view["record"]["capacity"] for view in borrowed]
+    assert sorted(labels) == ["in-quota", "in-quota", "over-quota", "over-quota"]
+    claim = spec("claim", count=1)
+    status, answer = await call(cluster, "POST", "/v1/namespaces/team-b/deployments", claim)
+    assert status == 201, answer
+    events = (await call(cluster, "GET", "/v1/events?kind=preempted"))[1]["events"]
+    (preempted,) = events
+    # the newest over-quota container of team-a goes, by rule R1 (team-b within its min)
+    newest_over = max(
+        (v["record"] for v in borrowed if v["record"]["capacity"] == "over-quota"),
+        key=lambda r: (r["created"], r["id"]),
+    )
+    assert preempted["container"] == newest_over["id"]
+    assert "R1" in preempted["reason"]
+    left = (await call(cluster, "GET", "/v1/containers?namespace=team-a"))[1]["containers"]
+    assert len(left) == 3
+    # team-b is now at its min: one more claim is refused, as R2 allows no more
+    status, refused = await call(
+        cluster, "POST", "/v1/namespaces/team-b/deployments", spec("more", count=2)
+    )
+    assert status == 409, refused
+    assert refused["error"]["details"]["reason"] == "capacity"
+    await ws.close()
