@@ -242,7 +242,16 @@ class DeploymentService:
             except DeployRefused as refusal:
                 if refusal.reason != "capacity" or spec.strategy != "auto":
                     raise
-                ids = self._place_preempting(change, namespace, spec, resources, now)
+                try:
+                    ids = self._place_preempting(change, namespace, spec, resources, now)
+                except DeployRefused as preempting:
+                    if preempting.reason != "capacity":
+                        raise
+                    # Say why it does not fit, and why preemption could not help.
+                    refusal.details["preemption"] = preempting.details.get(
+                        "preemption", preempting.message
+                    )
+                    raise refusal from preempting
             else:
                 total = sum(len(plans) for plans in placement.plans.values())  # EACH: per node
                 ids = [_new_id(namespace, spec.name) for _ in range(total)]
