@@ -4,7 +4,9 @@ Docker engine. What the API says was planned is what Docker holds and the kernel
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ from tests.docker.clusters import (
 )
 from tests.docker.conftest import IMAGE
 from tests.docker.runtimes import cpus, limits_in, this_host
-from tests.e2e.processes import api, wait_for_node_state
+from tests.e2e.processes import BIN, api, wait_for_node_state
 
 pytestmark = pytest.mark.docker
 
@@ -176,3 +178,53 @@ def _on_host(client: docker.DockerClient, nodes: list[str]) -> list[str]:
         for container in client.api.containers(all=True, filters=node_filter(node)):
             found.append(container["Labels"]["allot.id"])
     return sorted(found)
+
+
+def test_borrowing_shows_over_quota_and_a_claim_on_min_preempts_it_on_the_host(
+    cluster: Cluster, docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    url = cluster.url
+    for team in ("team-a", "team-b"):
+        quota = {"namespace": team, "min": {"cpu": "1"}, "max": {"cpu": "2"}}
+        api(url, f"/v1/elasticquotas/{team}", quota, method="PUT")
+    body = {
+        "name": "borrow",
+        "image": IMAGE,
+        "command": ["sleep", "3600"],
+        "count": 4,
+        "cpu_bind": True,
+        "resources": {"cpu": "0.5", "memory": "16Mi"},
+    }
+    deploy(url, "team-a", body)
+    views = wait_until_running(url, 4)
+    over = sorted(v["record"]["id"] for v in views if v["record"]["capacity"] == "over-quota")
+    assert len(over) == 2
+    shown = {}
+    for node in cluster.nodes:
+        status = subprocess.run(
+            [
+                str(BIN / "allot-agent"),
+                "status",
+                "--json",
+                f"--state-dir={tmp_path}",
+                f"--node-name={node}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+        for container in json.loads(status.stdout)["containers"]:
+            shown[container["id"]] = container["capacity"]
+    assert sorted(cid for cid, label in shown.items() if label == "over-quota") == over
+    claim = body | {"name": "claim", "count": 1}
+    (claimed,) = deploy(url, "team-b", claim)
+    (preempted,) = api(url, "/v1/events?kind=preempted")["events"]
+    assert preempted["container"] in over
+    views = wait_until_running(url, 4)
+    assert claimed["id"] in {v["record"]["id"] for v in views}
+    deadline = time.monotonic() + CONVERGE_SECONDS
+    while preempted["container"] in _on_host(docker_client, cluster.nodes):
+        assert time.monotonic() < deadline, "the preempted container is still on the host"
+        time.sleep(0.2)
+    assert _on_host(docker_client, cluster.nodes) == sorted(v["record"]["id"] for v in views)
