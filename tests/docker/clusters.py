@@ -28,19 +28,21 @@ class Cluster:
     url: str
     nodes: list[str]
     coordinator: Service
+    agents: list[Service]  # in the order of ``nodes``
 
 
 @contextlib.contextmanager
 def running_cluster(
-    tmp_path: Path, client: docker.DockerClient, *, nodes: int, port: int = 0
+    tmp_path: Path, client: docker.DockerClient, *, nodes: int, port: int = 0, toml: str = ""
 ) -> Iterator[Cluster]:
-    """Every node ready; ``port`` fixes the coordinator's (to restart it at the same URL)."""
+    """Every node ready; ``port`` fixes the coordinator's (to restart it at the same URL),
+    ``toml`` is the coordinator's config file."""
     host_cpus = cpus()
     if len(host_cpus) < nodes:
         pytest.fail(f"these tests need {nodes} CPUs (one per agent)", pytrace=False)
     suffix = uuid.uuid4().hex[:6]
     names = [f"e2e-{suffix}-{chr(ord('a') + i)}" for i in range(nodes)]
-    coordinator = Service.coordinator(tmp_path, port=port).start()
+    coordinator = Service.coordinator(tmp_path, port=port, toml=toml).start()
     started = [coordinator]
     try:
         url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
@@ -49,7 +51,7 @@ def running_cluster(
             agent = Service.agent(tmp_path, url, node, args=(f"--reserved-cpus={others}",))
             started.append(agent.start())
             wait_for_node_state(url, node, "ready")
-        yield Cluster(url=url, nodes=names, coordinator=coordinator)
+        yield Cluster(url=url, nodes=names, coordinator=coordinator, agents=started[1:])
     finally:
         for service in reversed(started):
             if service.process is not None and service.process.poll() is None:

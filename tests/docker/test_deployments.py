@@ -228,3 +228,45 @@ def test_borrowing_shows_over_quota_and_a_claim_on_min_preempts_it_on_the_host(
         assert time.monotonic() < deadline, "the preempted container is still on the host"
         time.sleep(0.2)
     assert _on_host(docker_client, cluster.nodes) == sorted(v["record"]["id"] for v in views)
+
+
+def test_a_killed_agents_containers_are_released_after_the_grace_and_removed_on_return(
+    tmp_path: Path, docker_client: docker.DockerClient
+) -> None:
+    grace = 2.0
+    toml = f"lost_node_grace_seconds = {grace}\n"
+    with running_cluster(tmp_path, docker_client, nodes=2, toml=toml) as cluster:
+        body = {
+            "name": "svc",
+            "image": IMAGE,
+            "command": ["sleep", "3600"],
+            "count": 1,
+            "strategy": "each",
+            "cpu_bind": True,
+            "resources": {"cpu": "0.5", "memory": "16Mi"},
+        }
+        deploy(cluster.url, "team-a", body)
+        wait_until_running(cluster.url, 2)
+        lost_node, kept_node = cluster.nodes
+        lost_agent = cluster.agents[0]
+        lost_agent.kill9()
+        killed_at = time.monotonic()
+        wait_for_node_state(cluster.url, lost_node, "lost")
+        # still allocated during the grace period (the node may come back)
+        assert len(api(cluster.url, "/v1/containers")["containers"]) == 2
+        deadline = time.monotonic() + CONVERGE_SECONDS
+        while len(views := api(cluster.url, "/v1/containers")["containers"]) != 1:
+            assert time.monotonic() < deadline, views
+            time.sleep(0.1)
+        assert time.monotonic() - killed_at >= grace
+        assert views[0]["record"]["node"] == kept_node  # restart policy "no": not re-placed
+        (released,) = api(cluster.url, "/v1/events?kind=released")["events"]
+        assert released["node"] == lost_node
+        # the container still runs on the host until its agent returns and removes it
+        assert any(c.startswith("team-a-svc") for c in _on_host(docker_client, [lost_node]))
+        lost_agent.start()
+        wait_for_node_state(cluster.url, lost_node, "ready")
+        while _on_host(docker_client, [lost_node]):
+            assert time.monotonic() < deadline, _on_host(docker_client, [lost_node])
+            time.sleep(0.1)
+        assert _on_host(docker_client, [kept_node]) == [views[0]["record"]["id"]]
