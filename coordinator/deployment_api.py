@@ -88,7 +88,7 @@ async def create_deployment(request: web.Request) -> web.Response:
     try:
         outcome = await service.deploy(namespace, spec)
     except DeployRefused as refusal:
-        raise _api_error(refusal) from refusal
+        raise api_error(refusal) from refusal
     view = DeploymentView(
         deployment=outcome.deployment,
         containers=[_view(service, record) for record in outcome.containers],
@@ -115,7 +115,7 @@ async def scale_deployment(request: web.Request) -> web.Response:
     try:
         outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
     except DeployRefused as refusal:
-        raise _api_error(refusal) from refusal
+        raise api_error(refusal) from refusal
     assert outcome is not None  # the deployment was there a moment ago, in this same turn
     return json_response(_deployment_view(service, outcome.deployment))
 
@@ -169,7 +169,7 @@ async def realloc_container(request: web.Request) -> web.Response:
     try:
         changed = await service.realloc(record.id, delta)
     except DeployRefused as refusal:
-        raise _api_error(refusal) from refusal
+        raise api_error(refusal) from refusal
     assert changed is not None  # the container was there a moment ago, in this same turn
     return json_response(_view(service, changed))
 
@@ -190,7 +190,7 @@ def _check_filters(request: web.Request, known: tuple[str, ...]) -> None:
         )
 
 
-def _api_error(refusal: DeployRefused) -> ApiError:
+def api_error(refusal: DeployRefused) -> ApiError:
     error = ApiError(
         refusal.message, code=refusal.code, details={"reason": refusal.reason, **refusal.details}
     )

@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import msgspec
 
@@ -70,6 +71,7 @@ from coordinator.placement import (
     place,
     realloc,
     release,
+    set_node,
 )
 from coordinator.plan_nodes import node_from_inventory
 from coordinator.quota_service import QuotaService
@@ -86,7 +88,7 @@ from coordinator.store import Compare, Store, Txn
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, DesiredContainer, Limits, Status
-from shared.quantity import format_cpu
+from shared.quantity import format_cpu, format_memory
 
 log = get_logger("allot.coordinator.deployments")
 
@@ -95,6 +97,7 @@ _decode_container: msgspec.json.Decoder[ContainerRecord] = json_decoder(Containe
 _decode_deployment: msgspec.json.Decoder[DeploymentRecord] = json_decoder(DeploymentRecord)
 
 Listener = Callable[[Sequence[str]], Awaitable[None]]
+CORDON_PREFIX = "/cordoned/"
 
 
 class DeployRefused(Exception):
@@ -156,6 +159,7 @@ class DeploymentService:
         # Recent preemptions, for the cool-down (quotas spec 8.3); kept in memory only: a
         # restart forgets them, which at worst lets a victim's quota preempt back early.
         self._preemptions: list[PreemptionRecord] = []
+        self._cordoned: set[str] = set()
         self._listeners: list[Listener] = []
         quotas.counted = self.quota_containers
 
@@ -174,6 +178,8 @@ class DeploymentService:
             service._containers[record.id] = record
             revision = service._node_revision.get(record.node, 0)
             service._node_revision[record.node] = max(revision, entry.mod_revision)
+        for entry in await store.range(CORDON_PREFIX):
+            service._cordoned.add(entry.key.removeprefix(CORDON_PREFIX))
         for entry in await store.range(DEPLOYMENT_PREFIX):
             deployment = _decode_deployment.decode(entry.value)
             service._deployments[(deployment.namespace, deployment.spec.name)] = deployment
@@ -373,19 +379,21 @@ class DeploymentService:
         if not gone:
             return []
         change = _Change()
-        why = f"node {{}} lost for more than {grace_seconds:g}s"
         for record in gone:
             self._release(change, record)
-            change.notes.append(_note("released", why.format(record.node), record))
+            why = f"node {record.node} lost for more than {grace_seconds:g}s"
+            change.notes.append(_note("released", why, record))
         for record in gone:
             if record.restart_policy != "no":
-                self._place_again(change, record, now)
+                self._place_again(
+                    change, record, now, why=f"in place of {record.id} on lost node {record.node}"
+                )
         await self._apply(change)
         return [record.id for record in gone]
 
-    def _place_again(self, change: _Change, lost: ContainerRecord, now: float) -> None:
+    def _place_again(self, change: _Change, lost: ContainerRecord, now: float, *, why: str) -> None:
         """A new container of ``lost``'s deployment, placed like one more of it; if the
-        ready nodes have no room it is logged and left out."""
+        ready nodes have no room that is an event and it is left out."""
         deployment = self._deployments.get((lost.namespace, lost.deployment))
         if deployment is None:
             return
@@ -404,8 +412,65 @@ class DeploymentService:
             change.notes.append(_note("refused", f"not placed again: {error.message}", lost))
             return
         fresh = [_new_id(lost.namespace, lost.deployment)]
-        why = f", in place of {lost.id} on lost node {lost.node}"
-        self._assign_all(change, lost.namespace, spec, placement, fresh, now=now, why=why)
+        self._assign_all(change, lost.namespace, spec, placement, fresh, now=now, why=f", {why}")
+
+    def allocation(self, node: str) -> tuple[NodeState, bool]:
+        """The node's allocation state and whether it is cordoned."""
+        return self._state_of(node), node in self._cordoned
+
+    async def set_node(self, node: str, mode: str, **fields: Any) -> NodeState:
+        """Change what the node offers (placement spec 11), absolute or delta; refused as
+        a whole when it would go below what is allocated. Running containers stay where
+        they are; those on the shared pool get the new pool."""
+        state = self._state_of(node)
+        try:
+            moved = set_node(state, mode, **fields)
+        except PlacementError as error:
+            status = 422 if error.kind == "invalid_request" else 409
+            raise _refused("invalid" if status == 422 else "capacity", error, status) from error
+        change = _Change(nodes={node: moved.state})
+        self._record_limits(change, moved.updates, node, self._clock())
+        offered = f"{len(moved.state.cores)} cores, {format_memory(moved.state.memory)}"
+        change.notes.append(Note("node", f"capacity set ({mode}): {offered}", node=node))
+        await self._apply(change)
+        return moved.state
+
+    async def cordon(self, node: str, cordoned: bool) -> None:
+        """A cordoned node takes no new container; what runs there stays."""
+        self._state_of(node)  # 404 for an unknown node
+        if (node in self._cordoned) == cordoned:
+            return
+        note = Note("node", "cordoned" if cordoned else "uncordoned", node=node)
+        staged = self.events.stage([note])
+        key = CORDON_PREFIX + node
+        txn = Txn(
+            puts={key: b"{}", **staged.puts} if cordoned else staged.puts,
+            deletes=staged.deletes if cordoned else (key, *staged.deletes),
+        )
+        await self._store.commit(txn)
+        self.events.confirm(staged)
+        if cordoned:
+            self._cordoned.add(node)
+        else:
+            self._cordoned.discard(node)
+
+    async def drain(self, node: str) -> list[str]:
+        """Cordon the node and move every container off it: each is released and placed
+        again on the other nodes in the same commit (one with no room elsewhere is
+        released all the same, and the refusal is an event). The ids moved."""
+        await self.cordon(node, True)
+        gone = [c for c in self.containers() if c.node == node]
+        if not gone:
+            return []
+        now = self._clock()
+        change = _Change()
+        for record in gone:
+            self._release(change, record)
+            change.notes.append(_note("released", f"node {node} drained", record))
+        for record in gone:
+            self._place_again(change, record, now, why=f"moved off drained node {node}")
+        await self._apply(change)
+        return [record.id for record in gone]
 
     async def delete_container(self, container_id: str) -> ContainerRecord | None:
         record = self._containers.get(container_id)
@@ -646,34 +711,34 @@ class DeploymentService:
             change.nodes[node] = state
 
     def _candidates(self) -> list[NodeState]:
-        """The ready nodes' allocation states, made from the inventory on first use."""
+        """The allocation states of the ready nodes that are not cordoned."""
         ready = [r for r in self._registry.all() if r.state == NodeHealth.READY]
-        states = []
-        for record in sorted(ready, key=lambda r: r.name):
-            state = self._nodes.get(record.name)
-            if state is None:
-                node = node_from_inventory(
-                    record.name, record.inventory, share_base=self._share_base
-                )
-                state = NodeState(
-                    node.name,
-                    dict(node.cores),
-                    numa=node.numa,
-                    memory=node.memory,
-                    numa_memory=node.numa_memory,
-                    share_base=self._share_base,
-                )
-            states.append(state)
-        return states
+        return [
+            self._state_of(record.name)
+            for record in sorted(ready, key=lambda r: r.name)
+            if record.name not in self._cordoned
+        ]
+
+    def _state_of(self, node: str) -> NodeState:
+        """A registered node's allocation state, made from its inventory on first use."""
+        state = self._nodes.get(node)
+        if state is not None:
+            return state
+        record = self._registry.get(node)
+        if record is None:
+            raise DeployRefused("invalid", "not_found", f"no node {node}", 404, {"node": node})
+        offered = node_from_inventory(node, record.inventory, share_base=self._share_base)
+        return NodeState(
+            node,
+            dict(offered.cores),
+            numa=offered.numa,
+            memory=offered.memory,
+            numa_memory=offered.numa_memory,
+            share_base=self._share_base,
+        )
 
     def _nodes_state(self, change: _Change, node: str) -> NodeState:
-        if node in change.nodes:
-            return change.nodes[node]
-        known = self._nodes.get(node)
-        if known is not None:
-            return known
-        (state,) = [s for s in self._candidates() if s.name == node]
-        return state
+        return change.nodes[node] if node in change.nodes else self._state_of(node)
 
     def _record_limits(
         self, change: _Change, updates: dict[str, Limits], node: str, now: float

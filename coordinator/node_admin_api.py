@@ -1,0 +1,135 @@
+"""What a node offers and holds, and the admin's levers on it.
+
+    GET   /v1/nodes/{name}/allocation   capacity, allocated, available, shared pool,
+                                        cordoned, and the containers there
+    PATCH /v1/nodes/{name}/capacity     SetNode: {"mode": "absolute"|"delta", "cores":
+                                        {id: pieces}, "numa": {core: numa}, "memory",
+                                        "numa_memory": {numa: bytes}}
+    POST  /v1/nodes/{name}/cordon       no new containers there
+    POST  /v1/nodes/{name}/uncordon
+    POST  /v1/nodes/{name}/drain        cordon, and move every container elsewhere
+
+Changing a node is admin-only; reading its allocation is open to any token.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+from aiohttp import web
+
+from coordinator.api import json_response, read_body
+from coordinator.deployment_api import api_error
+from coordinator.deployment_service import DeploymentService, DeployRefused
+from coordinator.errors import NotFound
+from coordinator.keys import DEPLOYMENTS
+from coordinator.placement import NodeState
+from coordinator.roles import require_admin
+from shared.codec import json_decoder
+
+
+class CapacitySpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    mode: Literal["absolute", "delta"]
+    cores: dict[int, int] | None = None
+    numa: dict[int, int] | None = None
+    memory: int | str | None = None
+    numa_memory: dict[int, int | str] | None = None
+
+
+class Allocation(msgspec.Struct, frozen=True, kw_only=True):
+    node: str
+    cordoned: bool
+    share_base: int
+    cores: dict[int, int]  # core id -> pieces offered
+    used: dict[int, int]  # core id -> pieces allocated
+    memory: int
+    memory_used: int
+    numa: dict[int, int] | None
+    numa_memory: dict[int, int] | None
+    shared_pool: list[int]
+    containers: list[str]
+    version: int
+
+
+_decode_capacity: msgspec.json.Decoder[CapacitySpec] = json_decoder(CapacitySpec)
+
+
+async def get_allocation(request: web.Request) -> web.Response:
+    service, node = _service_and_node(request)
+    state, cordoned = _known(service, node)
+    return json_response(_allocation(state, cordoned))
+
+
+async def set_capacity(request: web.Request) -> web.Response:
+    require_admin(request, "changing what a node offers")
+    service, node = _service_and_node(request)
+    body = await read_body(request, _decode_capacity, "node capacity")
+    fields = {k: v for k, v in msgspec.structs.asdict(body).items() if k != "mode"}
+    try:
+        state = await service.set_node(node, body.mode, **fields)
+    except DeployRefused as refusal:
+        raise api_error(refusal) from refusal
+    return json_response(_allocation(state, service.allocation(node)[1]))
+
+
+async def cordon(request: web.Request) -> web.Response:
+    return await _cordoned(request, True)
+
+
+async def uncordon(request: web.Request) -> web.Response:
+    return await _cordoned(request, False)
+
+
+async def drain(request: web.Request) -> web.Response:
+    require_admin(request, "draining a node")
+    service, node = _service_and_node(request)
+    _known(service, node)
+    moved = await service.drain(node)
+    return json_response({"node": node, "cordoned": True, "released": moved})
+
+
+async def _cordoned(request: web.Request, cordoned: bool) -> web.Response:
+    require_admin(request, "cordoning a node")
+    service, node = _service_and_node(request)
+    _known(service, node)
+    await service.cordon(node, cordoned)
+    return json_response({"node": node, "cordoned": cordoned})
+
+
+def _service_and_node(request: web.Request) -> tuple[DeploymentService, str]:
+    return request.app[DEPLOYMENTS], request.match_info["name"]
+
+
+def _known(service: DeploymentService, node: str) -> tuple[NodeState, bool]:
+    """The node's allocation state and cordon flag; 404 for a node never registered."""
+    try:
+        return service.allocation(node)
+    except DeployRefused:
+        raise NotFound(f"no node {node}") from None
+
+
+def _allocation(state: NodeState, cordoned: bool) -> Allocation:
+    return Allocation(
+        node=state.name,
+        cordoned=cordoned,
+        share_base=state.share_base,
+        cores=dict(state.cores),
+        used=dict(state.used),
+        memory=state.memory,
+        memory_used=state.memory_used,
+        numa=state.numa,
+        numa_memory=state.numa_memory,
+        shared_pool=list(state.shared_pool()),
+        containers=sorted(state.allocations),
+        version=state.version,
+    )
+
+
+def add_node_admin_routes(app: web.Application) -> None:
+    node = "/v1/nodes/{name}"
+    app.router.add_get(node + "/allocation", get_allocation)
+    app.router.add_patch(node + "/capacity", set_capacity)
+    app.router.add_post(node + "/cordon", cordon)
+    app.router.add_post(node + "/uncordon", uncordon)
+    app.router.add_post(node + "/drain", drain)
