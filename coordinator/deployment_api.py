@@ -8,6 +8,8 @@
     GET    /v1/containers?namespace=&deployment=&node=&state=&capacity=
     GET    /v1/containers/{id}                       placement, limits, label, history
     PATCH  /v1/containers/{id}                       realloc by a delta, live (no restart)
+    POST   /v1/containers/{id}/replace               {"image", "command"?}: a new container
+                                                     in the same allocation
     DELETE /v1/containers/{id}
     GET    /v1/events?namespace=&deployment=&container=&node=&kind=&since=
 
@@ -67,6 +69,14 @@ class ScaleSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 _decode_scale: msgspec.json.Decoder[ScaleSpec] = json_decoder(ScaleSpec)
+
+
+class ReplaceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    image: Annotated[str, Meta(min_length=1)]
+    command: list[str] | None = None  # None: the old container's
+
+
+_decode_replace: msgspec.json.Decoder[ReplaceSpec] = json_decoder(ReplaceSpec)
 
 
 class ContainerView(msgspec.Struct, frozen=True, kw_only=True):
@@ -174,6 +184,14 @@ async def realloc_container(request: web.Request) -> web.Response:
     return json_response(_view(service, changed))
 
 
+async def replace_container(request: web.Request) -> web.Response:
+    service, record = _container(request)
+    body = await read_body(request, _decode_replace, "replace")
+    fresh = await service.replace(record.id, body.image, body.command)
+    assert fresh is not None  # the container was there a moment ago, in this same turn
+    return json_response(_view(service, fresh), status=201)
+
+
 async def delete_container(request: web.Request) -> web.Response:
     service, record = _container(request)
     await service.delete_container(record.id)
@@ -250,4 +268,5 @@ def add_deployment_routes(app: web.Application) -> None:
     app.router.add_get("/v1/containers/{id}", get_container)
     app.router.add_patch("/v1/containers/{id}", realloc_container)
     app.router.add_delete("/v1/containers/{id}", delete_container)
+    app.router.add_post("/v1/containers/{id}/replace", replace_container)
     app.router.add_get("/v1/events", list_events)

@@ -71,6 +71,7 @@ from coordinator.placement import (
     place,
     realloc,
     release,
+    replace,
     set_node,
 )
 from coordinator.plan_nodes import node_from_inventory
@@ -413,6 +414,34 @@ class DeploymentService:
             return
         fresh = [_new_id(lost.namespace, lost.deployment)]
         self._assign_all(change, lost.namespace, spec, placement, fresh, now=now, why=f", {why}")
+
+    async def replace(
+        self, container_id: str, image: str, command: list[str] | None
+    ) -> ContainerRecord | None:
+        """A new container with a new image (and command, if given) in the old one's
+        allocation: nothing is planned or charged twice (placement spec 10). The swap
+        is one commit; the node's agent then removes the old container and starts the
+        new one with identical limits."""
+        record = self._containers.get(container_id)
+        if record is None:
+            return None
+        fresh = _new_id(record.namespace, record.deployment)
+        state = self._nodes[record.node]
+        moved = replace(state, container_id, fresh)
+        now = self._clock()
+        entry = HistoryEntry(at=now, event="replaced", detail=f"{container_id} ({record.image})")
+        change = _Change(nodes={record.node: moved.state}, removed=[container_id])
+        change.containers[fresh] = msgspec.structs.replace(
+            record,
+            id=fresh,
+            image=image,
+            command=record.command if command is None else command,
+            created=now,
+            history=[*record.history, entry],
+        )
+        change.notes.append(_note("replaced", f"by {fresh} with image {image}", record))
+        await self._apply(change)
+        return self._containers[fresh]
 
     def allocation(self, node: str) -> tuple[NodeState, bool]:
         """The node's allocation state and whether it is cordoned."""

@@ -355,3 +355,27 @@ async def test_a_namespace_claiming_its_min_preempts_an_over_quota_container_of_
     assert status == 409, refused
     assert refused["error"]["details"]["reason"] == "capacity"
     await ws.close()
+
+
+async def test_a_replaced_container_takes_over_the_allocation_with_a_new_image(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    old = (await call(cluster, "POST", DEPLOYMENTS, spec(count=2)))[1]["containers"][0]["record"]
+    await next_desired(ws)
+    status, answer = await call(
+        cluster, "POST", f"/v1/containers/{old['id']}/replace", {"image": "busybox:2"}
+    )
+    assert status == 201, answer
+    new = answer["record"]
+    assert (new["image"], new["node"], new["limits"]) == ("busybox:2", old["node"], old["limits"])
+    assert new["history"][-1]["event"] == "replaced"
+    assert (await call(cluster, "GET", f"/v1/containers/{old['id']}"))[0] == 404
+    desired = await next_desired(ws)
+    ids = {c["id"] for c in desired["containers"]}
+    assert new["id"] in ids
+    assert old["id"] not in ids
+    # nothing charged twice: the node still has room for exactly two more half cores
+    assert (await call(cluster, "POST", DEPLOYMENTS, spec("more", count=3)))[0] == 409
+    assert (await call(cluster, "POST", DEPLOYMENTS, spec("more", count=2)))[0] == 201
+    await ws.close()
