@@ -119,7 +119,7 @@ async def _quotas(app: web.Application) -> AsyncIterator[None]:
 async def _pools(app: web.Application) -> AsyncIterator[None]:
     service = await PoolService.load(app[STORE], app[CONFIG].pools)
     app[POOLS] = service
-    updater = asyncio.create_task(_update_pools(service, app[REGISTRY]))
+    updater = asyncio.create_task(_update_pools(app))
     yield
     await _stop(updater)
     await service.save_state()  # a restart then credits the time since this update
@@ -147,12 +147,19 @@ async def _release_lost(service: DeploymentService, grace: float) -> None:
             log.exception("releasing the containers of lost nodes failed; retrying")
 
 
-async def _update_pools(service: PoolService, registry: NodeRegistry) -> None:
-    """The fair-share update every fair_share_update_period, on the ready nodes' total."""
+async def _update_pools(app: web.Application) -> None:
+    """The fair-share update every fair_share_update_period, on the ready nodes' total and
+    the pools' containers; the unbound containers' CPU quotas then follow the shares."""
+    service, registry = app[POOLS], app[REGISTRY]
     while True:
         await asyncio.sleep(service.update_period)
         try:
-            await service.update(cluster_total(registry.all()))
+            total = cluster_total(registry.all())
+            deployments = app[DEPLOYMENTS]
+            shares = await service.update(total, deployments.pool_demands())
+            await deployments.follow_pool_shares(
+                {pool: share.total * total["cpu"] for pool, share in shares.items()}
+            )
         except Exception:
             log.exception("pool update failed; retrying at the next period")
 

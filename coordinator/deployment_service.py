@@ -22,6 +22,12 @@ that finds no room asks every ready node for a preemption plan under the quota r
 the node ``choose_node`` picks, releases the victims there and places it. The victims and
 the new containers are committed together, so no capacity is counted twice or lost.
 
+Every container belongs to a pool (its deployment's, by default its namespace's). The
+pool tree's update gets each pool's demand from its containers' requests, and after it
+the unbound containers of each pool share the pool's CPU (its fair share of the cluster's
+cores, split evenly, never above a container's own limit) as their CFS quota, pushed
+live when it moves by more than ``QUOTA_CHANGE`` of its value.
+
 Quota labels (in-quota / over-quota) are recomputed for every quota after each change
 and stored with the containers whose label moved; the agents get them with the desired
 state.
@@ -99,6 +105,8 @@ _decode_deployment: msgspec.json.Decoder[DeploymentRecord] = json_decoder(Deploy
 
 Listener = Callable[[Sequence[str]], Awaitable[None]]
 CORDON_PREFIX = "/cordoned/"
+MIN_CPU_QUOTA = 1000  # microseconds: the kernel refuses a CFS quota below 1 ms
+QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less is ignored
 
 
 class DeployRefused(Exception):
@@ -442,6 +450,45 @@ class DeploymentService:
         change.notes.append(_note("replaced", f"by {fresh} with image {image}", record))
         await self._apply(change)
         return self._containers[fresh]
+
+    def pool_demands(self) -> dict[str, dict[str, float]]:
+        """Pool -> what its containers ask for: cores and bytes."""
+        demands: dict[str, dict[str, float]] = {}
+        for record in self._containers.values():
+            resources = self._nodes[record.node].allocations[record.id].resources
+            demand = demands.setdefault(record.pool, {"cpu": 0.0, "memory": 0.0})
+            demand["cpu"] += resources.cpu_request / resources.share_base
+            demand["memory"] += resources.memory_request
+        return demands
+
+    async def follow_pool_shares(self, cores: dict[str, float]) -> None:
+        """Set each unbound container's CFS quota from its pool's cores (``cores``: pool
+        -> cores of its fair share); containers of pools without a share keep theirs."""
+        change = _Change()
+        for pool, pool_cores in cores.items():
+            unbound = [c for c in self.containers() if c.pool == pool and not c.cpu_bind]
+            if not unbound:
+                continue
+            each = pool_cores / len(unbound)
+            for record in unbound:
+                resources = self._nodes[record.node].allocations[record.id].resources
+                limit = resources.cpu_limit / resources.share_base
+                quota = int(min(each, limit) * record.limits.cpu_period) if limit else -1
+                quota = max(quota, MIN_CPU_QUOTA) if quota != -1 else -1
+                current = record.limits.cpu_quota
+                if current > 0 and quota > 0 and abs(quota - current) <= QUOTA_CHANGE * current:
+                    continue
+                if quota == current:
+                    continue
+                limits = msgspec.structs.replace(record.limits, cpu_quota=quota)
+                entry = HistoryEntry(
+                    at=self._clock(), event="pool share", detail=f"cpu_quota {current} -> {quota}"
+                )
+                change.containers[record.id] = msgspec.structs.replace(
+                    record, limits=limits, history=[*record.history, entry]
+                )
+        if change.containers:
+            await self._apply(change)
 
     def allocation(self, node: str) -> tuple[NodeState, bool]:
         """The node's allocation state and whether it is cordoned."""

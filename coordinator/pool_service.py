@@ -127,11 +127,17 @@ class PoolService:
         self._pools, self._tree = pools, tree
         self._shares = {n: s for n, s in self._shares.items() if n in pools or n == ROOT}
 
-    async def update(self, total: Mapping[str, float]) -> dict[str, Share]:
-        """One fair-share update at the wall clock's now; persists the state when due."""
+    async def update(
+        self, total: Mapping[str, float], demands: Mapping[str, Mapping[str, float]] | None = None
+    ) -> dict[str, Share]:
+        """One fair-share update at the wall clock's now; persists the state when due.
+        ``demands``: leaf pool -> what its containers ask for (a pool not in the tree, or
+        not a leaf, is left out)."""
         now = self._wall()
         leaves = set(self._pools) - {p.get("parent") for p in self._pools.values()}
-        self._shares = self._tree.update(dict(total), {leaf: {} for leaf in leaves}, now)
+        asked = demands or {}
+        wanted = {leaf: dict(asked.get(leaf, {})) for leaf in leaves}
+        self._shares = self._tree.update(dict(total), wanted, now)
         for alert in self._tree.alerts:
             log.warning("pool guarantees exceed the cluster", alert=alert)
         if now - self._state_written_at >= STATE_WRITE_SECONDS:

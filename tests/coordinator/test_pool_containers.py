@@ -1,0 +1,89 @@
+"""Pools on containers: a pool's demand comes from its containers, and its unbound
+containers share the pool's fair share of the cluster's cores as their CFS quota."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from coordinator.config import PoolSettings
+from tests.coordinator.conftest import (
+    API_TOKEN,
+    Coordinator,
+    config_for,
+    receive_frame,
+    register,
+    start,
+)
+
+
+@pytest.fixture
+async def fast_pools(tmp_path: Path) -> AsyncIterator[Coordinator]:
+    config = config_for(
+        tmp_path,
+        lease_seconds=60.0,
+        heartbeat_seconds=20.0,
+        pools=PoolSettings(fair_share_update_period=0.05),
+    )
+    runner, url = await start(config)
+    async with aiohttp.ClientSession() as http:
+        yield Coordinator(url=url, app=runner.app, http=http)
+    await runner.cleanup()
+
+
+async def call(coordinator: Coordinator, method: str, path: str, body: object = None) -> Any:
+    response = await coordinator.http.request(
+        method, coordinator.url + path, json=body, headers={"Authorization": f"Bearer {API_TOKEN}"}
+    )
+    assert response.status < 300, await response.text()
+    return await response.json()
+
+
+def unbound(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": "busybox",
+        "count": 2,
+        "cpu_bind": False,
+        "resources": {"cpu": "1", "memory": "32Mi"},
+    }
+
+
+async def test_two_equal_pools_split_the_cores_and_their_containers_quotas_follow(
+    fast_pools: Coordinator,
+) -> None:
+    ws = await register(fast_pools, "node-a")  # 2 cores
+    for team in ("team-a", "team-b"):
+        await call(fast_pools, "PUT", f"/v1/pools/{team}", {"weight": 1.0})
+        await call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch"))
+    quotas: list[int] = []
+
+    async def refresh() -> None:
+        views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
+        quotas[:] = [view["record"]["limits"]["cpu_quota"] for view in views]
+
+    for _ in range(100):
+        await refresh()
+        if quotas == [50_000] * 4:
+            break
+        await asyncio.sleep(0.05)
+    # each pool's share is one of the two cores, split between its two containers
+    assert quotas == [50_000] * 4
+    shown = await call(fast_pools, "GET", "/v1/pools/team-a")
+    assert shown["share"]["total"] == pytest.approx(0.5)
+    while (frame := await receive_frame(ws))["type"] != "desired" or any(
+        c["limits"]["cpu_quota"] != 50_000 for c in frame["containers"]
+    ):
+        pass
+    record = (await call(fast_pools, "GET", "/v1/containers"))["containers"][0]["record"]
+    assert record["history"][-1] == {
+        "at": record["history"][-1]["at"],
+        "event": "pool share",
+        "detail": "cpu_quota 100000 -> 50000",
+    }
+    await ws.close()
