@@ -35,6 +35,7 @@ from coordinator.lease_api import add_lease_routes
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
 from coordinator.node_admin_api import add_node_admin_routes
+from coordinator.openapi import add_openapi_routes
 from coordinator.plan_api import add_plan_routes
 from coordinator.pool_api import add_pool_routes
 from coordinator.pool_service import PoolService, cluster_total
@@ -71,6 +72,7 @@ def make_app(config: CoordinatorConfig) -> web.Application:
     add_pool_routes(app)
     add_deployment_routes(app)
     add_node_admin_routes(app)
+    add_openapi_routes(app)
     app.router.add_get(AGENT_PATH, _agent_socket)
     return app
 

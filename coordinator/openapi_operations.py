@@ -1,0 +1,755 @@
+"""The table the OpenAPI document is built from: one ``Operation`` per route.
+
+An operation names its request and success bodies (a struct type, or the name of a
+schema in ``openapi_schemas``), who may call it, the error statuses it can answer and an
+example of every body. Add an entry with every new route; tests/coordinator/
+test_openapi.py fails until there is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from coordinator import openapi_examples as ex
+from coordinator.deployment_api import (
+    ContainerView,
+    DeltaSpec,
+    DeploymentView,
+    ReplaceSpec,
+    ScaleSpec,
+)
+from coordinator.deployments.records import DeploymentSpec
+from coordinator.events import Event
+from coordinator.lease_service import ResourceStatus
+from coordinator.leases import ResourceTemplate
+from coordinator.leases.table import LeaseState
+from coordinator.node_admin_api import Allocation, CapacitySpec
+from coordinator.nodes import NodeRecord
+from coordinator.openapi_schemas import INTEGER, STRING, Schema
+from coordinator.plan_api import PlanRequest, PlanResponse
+from coordinator.pool_api import SimulationRequest
+from coordinator.pool_service import PoolView
+from coordinator.quota_api import CompositeQuotaBody, ElasticQuotaBody
+from coordinator.quota_service import QuotaSummary, QuotaView
+from shared.lease_protocol import CapacityRequest, CapacityResponse, ReleaseRequest
+from shared.protocol import SUBPROTOCOL
+
+OPENAPI_PATH = "/v1/openapi.json"
+
+# A body: a struct or dataclass type, or the name of a schema in openapi_schemas.SCHEMAS.
+Body = type[Any] | str
+
+# Who may call an operation; the document says it in words and in ``security``.
+Who = Literal["open", "join", "any", "admin", "namespace", "filtered", "owner"]
+
+WHO: dict[Who, str] = {
+    "open": "Open: no token needed.",
+    "join": "Needs the agents' join token (not an API token).",
+    "any": "Any API token.",
+    "admin": "Needs an admin token; a namespace token gets 403.",
+    "namespace": "An admin token, or a namespace token for {namespace}; 403 otherwise.",
+    "filtered": "Any API token; a namespace token sees only its namespaces.",
+    "owner": (
+        "An admin token, or a namespace token for the container's namespace; to any other"
+        " token the container does not exist (404)."
+    ),
+}
+
+# Error statuses: the name of their shared response, and what they mean.
+ERROR_RESPONSES: dict[int, tuple[str, str]] = {
+    400: ("BadRequest", "The request cannot be read: malformed JSON, a wrong field or filter."),
+    401: ("Unauthorized", "The token is missing or is not one this coordinator accepts."),
+    403: ("Forbidden", "The token's role may not do this, or a quota's max refuses it."),
+    404: ("NotFound", "Nothing by that name (or nothing this token may see)."),
+    409: (
+        "Conflict",
+        "Valid, but the cluster cannot satisfy it (capacity), it clashes with what exists"
+        " (a rule between quotas, a deployment of that name), or another writer came"
+        " first. Nothing changed.",
+    ),
+    413: ("PayloadTooLarge", "The body is larger than 1 MiB."),
+    422: ("Unprocessable", "Well-formed, but it breaks a rule of what it describes."),
+    503: ("StoreUnavailable", "The state store failed; nothing changed. Retry."),
+}
+
+TAGS: dict[str, str] = {
+    "system": "Health, metrics and this document.",
+    "nodes": "Registered hosts and the agents' websocket.",
+    "leases": "Capacity leases and resource templates.",
+    "plans": "What-if placements; nothing is committed.",
+    "quotas": "ElasticQuotas and CompositeElasticQuotas.",
+    "pools": "The integral-pool tree and its simulator.",
+    "deployments": "Deployments in a namespace.",
+    "containers": "Containers: inspect, realloc live, delete.",
+    "events": "The decisions made, with their reasons.",
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    description: str
+    schema: Schema = field(default_factory=lambda: dict(STRING))
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    id: str  # the operationId
+    summary: str
+    tag: str
+    who: Who
+    response: Body | None  # the success body; None for the websocket upgrade
+    examples: Mapping[str, object]  # success examples, by what they show
+    status: int = 200
+    request: Body | None = None
+    request_examples: Mapping[str, object] = field(default_factory=dict)
+    errors: tuple[int, ...] = ()
+    params: tuple[Param, ...] = ()  # path parameters, in path order
+    query: tuple[Param, ...] = ()
+    description: str = ""
+    media: str = "application/json"
+
+
+WRITE = (401, 403, 413, 503)  # every admin write with a body, before its own refusals
+NODE = Param("name", "the node's name")
+NAMESPACE = Param("namespace", "the namespace")
+DEPLOYMENT = Param("name", "the deployment's name")
+RESOURCE = Param("id", "a resource id")
+GLOB = Param("id", "the template's identifier glob")
+CONTAINER = Param("id", "the container's id, e.g. team-a-web-c558628a")
+
+
+def _quota_operations(
+    kind: str, path: str, body: type[Any], request_example: object, view: object
+) -> list[Operation]:
+    name = (Param("name", f"the {kind}'s name"),)
+    return [
+        Operation(
+            "PUT",
+            path,
+            id=f"put{kind}",
+            summary=f"Create or replace a {kind}",
+            tag="quotas",
+            who="admin",
+            response=QuotaView,
+            examples={"stored in canonical form, with status": view},
+            request=body,
+            request_examples={"a quota": request_example},
+            errors=(400, *WRITE, 409, 422),
+            params=name,
+            description="Every quota must still hold together with it, or nothing changes.",
+        ),
+        Operation(
+            "GET",
+            path,
+            id=f"get{kind}",
+            summary=f"A {kind} with its status",
+            tag="quotas",
+            who="any",
+            response=QuotaView,
+            examples={"with status": view},
+            errors=(401, 404),
+            params=name,
+        ),
+        Operation(
+            "DELETE",
+            path,
+            id=f"delete{kind}",
+            summary=f"Delete a {kind}",
+            tag="quotas",
+            who="admin",
+            response="Empty",
+            examples={"deleted": {}},
+            errors=(401, 403, 404, 503),
+            params=name,
+            description="Its namespaces' containers keep running, no longer governed.",
+        ),
+    ]
+
+
+_SYSTEM = (
+    Operation(
+        "GET",
+        "/healthz",
+        id="getHealth",
+        summary="Liveness",
+        tag="system",
+        who="open",
+        response="Health",
+        examples={"healthy": {"status": "ok"}},
+    ),
+    Operation(
+        "GET",
+        "/metrics",
+        id="getMetrics",
+        summary="Prometheus metrics",
+        tag="system",
+        who="open",
+        response="MetricsText",
+        examples={"a scrape": ex.METRICS},
+        media="text/plain",
+    ),
+    Operation(
+        "GET",
+        OPENAPI_PATH,
+        id="getOpenApi",
+        summary="This document",
+        tag="system",
+        who="any",
+        response="OpenApiDocument",
+        examples={"its start": {"openapi": "3.1.0", "info": {"title": "allot"}, "paths": {}}},
+        errors=(401,),
+    ),
+)
+
+_NODES = (
+    Operation(
+        "GET",
+        "/v1/nodes",
+        id="listNodes",
+        summary="Every registered node",
+        tag="nodes",
+        who="any",
+        response="NodeList",
+        examples={"one node": {"nodes": [ex.NODE]}},
+        errors=(401,),
+    ),
+    Operation(
+        "GET",
+        "/v1/nodes/{name}",
+        id="getNode",
+        summary="A node with its inventory",
+        tag="nodes",
+        who="any",
+        response=NodeRecord,
+        examples={"a ready node": ex.NODE},
+        errors=(401, 404),
+        params=(NODE,),
+    ),
+    Operation(
+        "GET",
+        "/v1/nodes/{name}/allocation",
+        id="getNodeAllocation",
+        summary="What a node offers and what is allocated there",
+        tag="nodes",
+        who="any",
+        response=Allocation,
+        examples={"two containers": ex.ALLOCATION},
+        errors=(401, 404),
+        params=(NODE,),
+    ),
+    Operation(
+        "PATCH",
+        "/v1/nodes/{name}/capacity",
+        id="setNodeCapacity",
+        summary="Change what a node offers (SetNode)",
+        tag="nodes",
+        who="admin",
+        response=Allocation,
+        examples={"a core more": ex.GROWN},
+        request=CapacitySpec,
+        request_examples={"add core 2": ex.CAPACITY_GROW, "offer 2Gi": ex.CAPACITY_MEMORY},
+        errors=(400, *WRITE, 404, 409, 422),
+        params=(NODE,),
+        description=(
+            "absolute: each field given replaces the node's; delta: added to it (negative"
+            " pieces remove). Refused as a whole (409 below_allocation) where it would take"
+            " away what is allocated; running containers stay where they are."
+        ),
+    ),
+    *[
+        Operation(
+            "POST",
+            f"/v1/nodes/{{name}}/{action}",
+            id=f"{action}Node",
+            summary=summary,
+            tag="nodes",
+            who="admin",
+            response="NodeCordon",
+            examples={action + "ed": {"node": "node-b", "cordoned": action == "cordon"}},
+            errors=(401, 403, 404, 503),
+            params=(NODE,),
+        )
+        for action, summary in (
+            ("cordon", "Cordon a node: it takes no new containers"),
+            ("uncordon", "Uncordon a node"),
+        )
+    ],
+    Operation(
+        "POST",
+        "/v1/nodes/{name}/drain",
+        id="drainNode",
+        summary="Drain a node: cordon it and move its containers elsewhere",
+        tag="nodes",
+        who="admin",
+        response="NodeDrained",
+        examples={"two moved": ex.DRAINED},
+        errors=(401, 403, 404, 503),
+        params=(NODE,),
+        description=(
+            "Each container is released and placed again on the other nodes in one commit;"
+            " one with no room elsewhere is released all the same (a refused event says so)."
+        ),
+    ),
+    Operation(
+        "GET",
+        "/v1/agent",
+        id="agentSocket",
+        summary="The agents' websocket",
+        tag="nodes",
+        who="join",
+        response=None,
+        examples={},
+        status=101,
+        errors=(400, 401),
+        description=(
+            f"Upgrades to a websocket with subprotocol `{SUBPROTOCOL}`, which the request"
+            " must offer (400 otherwise). Every binary frame is one MessagePack map whose"
+            " `type` names it: hello, heartbeat, status and error from the agent; welcome,"
+            " desired and error from the coordinator (see shared/protocol.py). Frames are"
+            " not HTTP bodies and are not described here."
+        ),
+    ),
+)
+
+_LEASES = (
+    Operation(
+        "POST",
+        "/v1/capacity",
+        id="requestCapacity",
+        summary="Ask for capacity",
+        tag="leases",
+        who="any",
+        response=CapacityResponse,
+        examples={"granted": ex.CAPACITY_RESPONSE},
+        request=CapacityRequest,
+        request_examples={
+            "one resource": ex.CAPACITY_REQUEST,
+            "every field": ex.CAPACITY_REQUEST_FULL,
+        },
+        errors=(400, 401, 413, 503),
+        description=(
+            "One request covers every resource of one client; each answer says what the"
+            " client gets, until when, and when to come back."
+        ),
+    ),
+    Operation(
+        "POST",
+        "/v1/capacity/release",
+        id="releaseCapacity",
+        summary="Give capacity back",
+        tag="leases",
+        who="any",
+        response="Empty",
+        examples={"released": {}},
+        request=ReleaseRequest,
+        request_examples={"one resource": ex.RELEASE_REQUEST},
+        errors=(400, 401, 413, 503),
+        description="Releasing a lease the client does not hold is not an error.",
+    ),
+    Operation(
+        "GET",
+        "/v1/resources",
+        id="listResources",
+        summary="Every template and every resource's status",
+        tag="leases",
+        who="any",
+        response="ResourceList",
+        examples={"one of each": ex.RESOURCE_LIST},
+        errors=(401,),
+    ),
+    Operation(
+        "PUT",
+        "/v1/resources/{id}",
+        id="putTemplate",
+        summary="Create or replace a resource template",
+        tag="leases",
+        who="admin",
+        response=ResourceTemplate,
+        examples={"stored": ex.TEMPLATE},
+        request="ResourceTemplateBody",
+        request_examples={"licence seats": ex.TEMPLATE_BODY},
+        errors=(400, *WRITE),
+        params=(GLOB,),
+        description="Leases of the resources it configures are kept.",
+    ),
+    Operation(
+        "GET",
+        "/v1/resources/{id}",
+        id="getTemplate",
+        summary="A resource template",
+        tag="leases",
+        who="any",
+        response=ResourceTemplate,
+        examples={"licence seats": ex.TEMPLATE},
+        errors=(401, 404),
+        params=(GLOB,),
+    ),
+    Operation(
+        "DELETE",
+        "/v1/resources/{id}",
+        id="deleteTemplate",
+        summary="Delete a resource template",
+        tag="leases",
+        who="admin",
+        response="Empty",
+        examples={"deleted": {}},
+        errors=(400, 401, 403, 404, 503),
+        params=(GLOB,),
+    ),
+    Operation(
+        "GET",
+        "/v1/resources/{id}/status",
+        id="getResourceStatus",
+        summary="A resource's status",
+        tag="leases",
+        who="any",
+        response=ResourceStatus,
+        examples={"two clients": ex.RESOURCE_STATUS},
+        errors=(401, 404),
+        params=(RESOURCE,),
+    ),
+    Operation(
+        "GET",
+        "/v1/resources/{id}/leases",
+        id="listLeases",
+        summary="A resource's live leases",
+        tag="leases",
+        who="any",
+        response="ResourceLeases",
+        examples={"two clients": ex.RESOURCE_LEASES},
+        errors=(401,),
+        params=(RESOURCE,),
+    ),
+)
+
+_PLANS = (
+    Operation(
+        "POST",
+        "/v1/plans",
+        id="plan",
+        summary="A what-if placement",
+        tag="plans",
+        who="any",
+        response=PlanResponse,
+        examples={"1.7 cores, bound and NUMA-local": ex.PLAN_RESPONSE},
+        request=PlanRequest,
+        request_examples={
+            "on inline nodes": ex.PLAN_REQUEST,
+            "on the registered ready nodes": ex.PLAN_ON_REGISTERED,
+        },
+        errors=(400, 401, 409, 413),
+        description=(
+            "Each node's capacity for the request and where the strategy would put each"
+            " container, with its cores and Docker settings; nothing is committed. 409"
+            " names the rule that failed and every node's capacity."
+        ),
+    ),
+)
+
+_QUOTAS = (
+    *_quota_operations(
+        "ElasticQuota",
+        "/v1/elasticquotas/{name}",
+        ElasticQuotaBody,
+        ex.ELASTIC_QUOTA_BODY,
+        ex.ELASTIC_QUOTA,
+    ),
+    *_quota_operations(
+        "CompositeElasticQuota",
+        "/v1/compositeelasticquotas/{name}",
+        CompositeQuotaBody,
+        ex.COMPOSITE_QUOTA_BODY,
+        ex.COMPOSITE_QUOTA,
+    ),
+    Operation(
+        "GET",
+        "/v1/quotas",
+        id="listQuotas",
+        summary="Every quota, the sum of the guarantees, and warnings",
+        tag="quotas",
+        who="any",
+        response=QuotaSummary,
+        examples={"two quotas": ex.QUOTA_SUMMARY},
+        errors=(401,),
+    ),
+)
+
+_POOLS = (
+    Operation(
+        "GET",
+        "/v1/pools",
+        id="listPools",
+        summary="Every pool, and the last update's alerts",
+        tag="pools",
+        who="any",
+        response="PoolList",
+        examples={"the root and one pool": ex.POOL_LIST},
+        errors=(401,),
+    ),
+    Operation(
+        "POST",
+        "/v1/pools/simulate",
+        id="simulatePools",
+        summary="Run a timeline of demands through a pool tree",
+        tag="pools",
+        who="any",
+        response="SimulationResult",
+        examples={"bursting while the volume lasts": ex.SIMULATION_RESULT},
+        request=SimulationRequest,
+        request_examples={"idle, then busy": ex.SIMULATION_REQUEST},
+        errors=(400, 401, 413, 422),
+        description="Every update's shares and volumes; nothing is stored.",
+    ),
+    Operation(
+        "GET",
+        "/v1/pools/{name}",
+        id="getPool",
+        summary="A pool with its share and introspection",
+        tag="pools",
+        who="any",
+        response=PoolView,
+        examples={"a burst pool": ex.PRODUCTION_POOL, "the root": ex.ROOT_POOL},
+        errors=(401, 404),
+        params=(Param("name", "the pool's name, or <root>"),),
+    ),
+    Operation(
+        "PUT",
+        "/v1/pools/{name}",
+        id="putPool",
+        summary="Create or replace a pool",
+        tag="pools",
+        who="admin",
+        response=PoolView,
+        examples={"a burst pool": ex.PRODUCTION_POOL},
+        request="PoolConfig",
+        request_examples={"burst": ex.BURST_POOL},
+        errors=(400, *WRITE, 422),
+        params=(Param("name", "the pool's name (not <root>, which the config file sets)"),),
+        description="Volumes carry over.",
+    ),
+    Operation(
+        "DELETE",
+        "/v1/pools/{name}",
+        id="deletePool",
+        summary="Delete a pool",
+        tag="pools",
+        who="admin",
+        response="Empty",
+        examples={"deleted": {}},
+        errors=(401, 403, 404, 422, 503),
+        params=(Param("name", "the pool's name"),),
+        description="A pool that still has child pools cannot be deleted (422).",
+    ),
+)
+
+_DEPLOYMENTS_PATH = "/v1/namespaces/{namespace}/deployments"
+_DEPLOYMENTS = (
+    Operation(
+        "POST",
+        _DEPLOYMENTS_PATH,
+        id="createDeployment",
+        summary="Deploy: admit, place, commit and push to the nodes",
+        tag="deployments",
+        who="namespace",
+        response=DeploymentView,
+        examples={"two containers placed": ex.DEPLOYMENT},
+        status=201,
+        request=DeploymentSpec,
+        request_examples={"two half cores, bound": ex.DEPLOYMENT_SPEC, "batch": ex.BATCH_SPEC},
+        errors=(400, 401, 403, 409, 413, 422, 503),
+        params=(NAMESPACE,),
+        description=(
+            "A refusal (quota 403; capacity, conflict or an existing name 409; invalid 422)"
+            " gives its reason in details.reason and changes nothing."
+        ),
+    ),
+    Operation(
+        "GET",
+        _DEPLOYMENTS_PATH,
+        id="listDeployments",
+        summary="A namespace's deployments",
+        tag="deployments",
+        who="namespace",
+        response="DeploymentList",
+        examples={"one deployment": {"deployments": [ex.DEPLOYMENT]}},
+        errors=(401, 403),
+        params=(NAMESPACE,),
+    ),
+    Operation(
+        "GET",
+        _DEPLOYMENTS_PATH + "/{name}",
+        id="getDeployment",
+        summary="A deployment with its containers",
+        tag="deployments",
+        who="namespace",
+        response=DeploymentView,
+        examples={"two containers": ex.DEPLOYMENT},
+        errors=(401, 403, 404),
+        params=(NAMESPACE, DEPLOYMENT),
+    ),
+    Operation(
+        "DELETE",
+        _DEPLOYMENTS_PATH + "/{name}",
+        id="deleteDeployment",
+        summary="Delete a deployment and all its containers",
+        tag="deployments",
+        who="namespace",
+        response="DeploymentDeleted",
+        examples={"two containers": ex.DEPLOYMENT_DELETED},
+        errors=(401, 403, 404, 503),
+        params=(NAMESPACE, DEPLOYMENT),
+    ),
+    Operation(
+        "POST",
+        _DEPLOYMENTS_PATH + "/{name}/scale",
+        id="scaleDeployment",
+        summary="Scale a deployment to a number of containers",
+        tag="deployments",
+        who="namespace",
+        response=DeploymentView,
+        examples={"down to one": ex.SCALED_DEPLOYMENT},
+        request=ScaleSpec,
+        request_examples={"three": {"count": 3}, "one": {"count": 1}},
+        errors=(400, 401, 403, 404, 409, 413, 422, 503),
+        params=(NAMESPACE, DEPLOYMENT),
+        description="New containers go beside the existing ones; scaling down removes the newest.",
+    ),
+)
+
+_CONTAINERS = (
+    Operation(
+        "GET",
+        "/v1/containers",
+        id="listContainers",
+        summary="Containers, filtered",
+        tag="containers",
+        who="filtered",
+        response="ContainerList",
+        examples={"one container": {"containers": [ex.CONTAINER]}},
+        errors=(400, 401),
+        query=(
+            Param("namespace", "only this namespace's"),
+            Param("deployment", "only this deployment's"),
+            Param("node", "only those on this node"),
+            Param("state", "only those in this state (pending, running, exited, ...)"),
+            Param("capacity", "in-quota or over-quota"),
+        ),
+        description="Every filter given must match; an unknown filter is 400.",
+    ),
+    Operation(
+        "GET",
+        "/v1/containers/{id}",
+        id="getContainer",
+        summary="A container: placement, limits, label, history",
+        tag="containers",
+        who="owner",
+        response=ContainerView,
+        examples={"pending": ex.CONTAINER, "running": ex.RUNNING_CONTAINER},
+        errors=(401, 404),
+        params=(CONTAINER,),
+    ),
+    Operation(
+        "PATCH",
+        "/v1/containers/{id}",
+        id="reallocContainer",
+        summary="Change a container's resources, live",
+        tag="containers",
+        who="owner",
+        response=ContainerView,
+        examples={"half a core and 32Mi more": ex.REALLOCATED},
+        request=DeltaSpec,
+        request_examples={"grow": ex.REALLOC_DELTA, "give the memory back": ex.REALLOC_SHRINK},
+        errors=(400, 401, 403, 404, 409, 413, 422, 503),
+        params=(CONTAINER,),
+        description=(
+            "Signed changes, applied without a restart; `cpu` and `memory` change request"
+            " and limit together. A refusal changes nothing."
+        ),
+    ),
+    Operation(
+        "POST",
+        "/v1/containers/{id}/replace",
+        id="replaceContainer",
+        summary="Replace a container: a new image in the same allocation",
+        tag="containers",
+        who="owner",
+        response=ContainerView,
+        examples={"a new image": ex.REPLACED},
+        status=201,
+        request=ReplaceSpec,
+        request_examples={
+            "a new image": {"image": "busybox:2"},
+            "a new image and command": {"image": "busybox:1.36", "command": ["sleep", "7200"]},
+        },
+        errors=(400, 401, 404, 413, 503),
+        params=(CONTAINER,),
+        description=(
+            "The new container (a new id) takes over the old one's cores and limits in one"
+            " commit; nothing is planned or charged twice. The command stays unless given."
+        ),
+    ),
+    Operation(
+        "DELETE",
+        "/v1/containers/{id}",
+        id="deleteContainer",
+        summary="Delete a container",
+        tag="containers",
+        who="owner",
+        response="ContainerDeleted",
+        examples={"deleted": {"deleted": "team-a-web-c558628a"}},
+        errors=(401, 404, 503),
+        params=(CONTAINER,),
+    ),
+)
+
+_EVENTS = (
+    Operation(
+        "GET",
+        "/v1/events",
+        id="listEvents",
+        summary="Decisions and their reasons, newest last",
+        tag="events",
+        who="filtered",
+        response="EventList",
+        examples={"placed, refused, lost": ex.EVENTS},
+        errors=(400, 401),
+        query=(
+            Param("namespace", "only this namespace's"),
+            Param("deployment", "only this deployment's"),
+            Param("container", "only this container's"),
+            Param("node", "only this node's"),
+            Param("kind", "e.g. admitted, placed, refused, realloc, deleted, drift, lost"),
+            Param("since", "only events after this sequence number", {**INTEGER, "minimum": 0}),
+        ),
+        description="An unknown filter is 400.",
+    ),
+)
+
+OPERATIONS: tuple[Operation, ...] = (
+    *_SYSTEM,
+    *_NODES,
+    *_LEASES,
+    *_PLANS,
+    *_QUOTAS,
+    *_POOLS,
+    *_DEPLOYMENTS,
+    *_CONTAINERS,
+    *_EVENTS,
+)
+
+# Structs that only hand-written schemas refer to (by name), so msgspec must see them.
+REFERENCED: tuple[type[Any], ...] = (
+    NodeRecord,
+    ResourceTemplate,
+    ResourceStatus,
+    LeaseState,
+    PoolView,
+    DeploymentView,
+    ContainerView,
+    Event,
+)
