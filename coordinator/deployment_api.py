@@ -28,7 +28,7 @@ from aiohttp import web
 from msgspec import Meta
 
 from coordinator.api import json_response, read_body
-from coordinator.deployment_service import DeploymentService, DeployRefused
+from coordinator.deployment_service import DeploymentService
 from coordinator.deployments.records import (
     MAX_COUNT,
     ContainerRecord,
@@ -95,10 +95,7 @@ async def create_deployment(request: web.Request) -> web.Response:
     require_namespace(request, namespace)
     spec = await read_body(request, _decode_spec, "deployment")
     service = request.app[DEPLOYMENTS]
-    try:
-        outcome = await service.deploy(namespace, spec)
-    except DeployRefused as refusal:
-        raise api_error(refusal) from refusal
+    outcome = await service.deploy(namespace, spec)
     view = DeploymentView(
         deployment=outcome.deployment,
         containers=[_view(service, record) for record in outcome.containers],
@@ -122,10 +119,7 @@ async def get_deployment(request: web.Request) -> web.Response:
 async def scale_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
     body = await read_body(request, _decode_scale, "scale")
-    try:
-        outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
-    except DeployRefused as refusal:
-        raise api_error(refusal) from refusal
+    outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
     assert outcome is not None  # the deployment was there a moment ago, in this same turn
     return json_response(_deployment_view(service, outcome.deployment))
 
@@ -176,10 +170,7 @@ async def realloc_container(request: web.Request) -> web.Response:
     service, record = _container(request)
     body = await read_body(request, _decode_delta, "realloc")
     delta = Delta(**msgspec.structs.asdict(body))
-    try:
-        changed = await service.realloc(record.id, delta)
-    except DeployRefused as refusal:
-        raise api_error(refusal) from refusal
+    changed = await service.realloc(record.id, delta)
     assert changed is not None  # the container was there a moment ago, in this same turn
     return json_response(_view(service, changed))
 
@@ -206,14 +197,6 @@ def _check_filters(request: web.Request, known: tuple[str, ...]) -> None:
             code="invalid_request",
             details={"filters": list(known)},
         )
-
-
-def api_error(refusal: DeployRefused) -> ApiError:
-    error = ApiError(
-        refusal.message, code=refusal.code, details={"reason": refusal.reason, **refusal.details}
-    )
-    error.status = refusal.status
-    return error
 
 
 def _deployment(request: web.Request) -> tuple[DeploymentService, DeploymentRecord]:

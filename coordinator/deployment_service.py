@@ -61,6 +61,7 @@ from coordinator.deployments.records import (
     container_key,
     deployment_key,
 )
+from coordinator.errors import ApiError
 from coordinator.events import EventLog, Note
 from coordinator.nodes import NodeState as NodeHealth
 from coordinator.placement import (
@@ -109,19 +110,17 @@ MIN_CPU_QUOTA = 1000  # microseconds: the kernel refuses a CFS quota below 1 ms
 QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less is ignored
 
 
-class DeployRefused(Exception):
-    """A deployment that cannot be made; nothing changed. ``reason`` is quota, pool,
-    capacity, invalid or conflict; ``status`` the HTTP status; ``details`` the numbers."""
+class DeployRefused(ApiError):
+    """A decision that cannot be made; nothing changed. ``reason`` is quota, capacity,
+    invalid or conflict (also in ``details``); ``status`` the HTTP status. An HTTP error
+    as it is, so that a handler need not translate it."""
 
     def __init__(
         self, reason: str, code: str, message: str, status: int, details: dict[str, object]
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, code=code, details={"reason": reason, **details})
         self.reason = reason
-        self.code = code
-        self.message = message
         self.status = status
-        self.details = details
 
 
 @dataclass(frozen=True)

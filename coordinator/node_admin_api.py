@@ -20,7 +20,6 @@ import msgspec
 from aiohttp import web
 
 from coordinator.api import json_response, read_body
-from coordinator.deployment_api import api_error
 from coordinator.deployment_service import DeploymentService, DeployRefused
 from coordinator.errors import NotFound
 from coordinator.keys import DEPLOYMENTS
@@ -66,10 +65,7 @@ async def set_capacity(request: web.Request) -> web.Response:
     service, node = _service_and_node(request)
     body = await read_body(request, _decode_capacity, "node capacity")
     fields = {k: v for k, v in msgspec.structs.asdict(body).items() if k != "mode"}
-    try:
-        state = await service.set_node(node, body.mode, **fields)
-    except DeployRefused as refusal:
-        raise api_error(refusal) from refusal
+    state = await service.set_node(node, body.mode, **fields)
     return json_response(_allocation(state, service.allocation(node)[1]))
 
 
