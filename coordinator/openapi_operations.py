@@ -288,7 +288,7 @@ _NODES = (
         who="admin",
         response="NodeDrained",
         examples={"two moved": ex.DRAINED},
-        errors=(401, 403, 404, 503),
+        errors=(401, 403, 404, 409, 503),
         params=(NODE,),
         description=(
             "Each container is released and placed again on the other nodes in one commit;"
@@ -686,7 +686,7 @@ _CONTAINERS = (
             "a new image": {"image": "busybox:2"},
             "a new image and command": {"image": "busybox:1.36", "command": ["sleep", "7200"]},
         },
-        errors=(400, 401, 404, 413, 503),
+        errors=(400, 401, 404, 409, 413, 503),
         params=(CONTAINER,),
         description=(
             "The new container (a new id) takes over the old one's cores and limits in one"
