@@ -130,7 +130,7 @@ async def _pools(app: web.Application) -> AsyncIterator[None]:
 async def _deployments(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     service = await DeploymentService.load(
-        app[STORE], app[REGISTRY], app[QUOTAS], share_base=config.share_base
+        app[STORE], app[REGISTRY], app[QUOTAS], app[POOLS], share_base=config.share_base
     )
     app[DEPLOYMENTS] = service
     releaser = asyncio.create_task(_release_lost(service, config.lost_node_grace_seconds))

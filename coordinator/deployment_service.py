@@ -82,6 +82,7 @@ from coordinator.placement import (
     set_node,
 )
 from coordinator.plan_nodes import node_from_inventory
+from coordinator.pool_service import PoolService
 from coordinator.quota_service import QuotaService
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import (
@@ -149,12 +150,14 @@ class DeploymentService:
         registry: NodeRegistry,
         quotas: QuotaService,
         events: EventLog,
+        pools: PoolService,
         *,
         share_base: int,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self.events = events
+        self._pools = pools
         self._registry = registry
         self._quotas = quotas
         self._share_base = share_base
@@ -173,10 +176,16 @@ class DeploymentService:
 
     @classmethod
     async def load(
-        cls, store: Store, registry: NodeRegistry, quotas: QuotaService, *, share_base: int
+        cls,
+        store: Store,
+        registry: NodeRegistry,
+        quotas: QuotaService,
+        pools: PoolService,
+        *,
+        share_base: int,
     ) -> DeploymentService:
         events = await EventLog.load(store, clock=time.time)
-        service = cls(store, registry, quotas, events, share_base=share_base)
+        service = cls(store, registry, quotas, events, pools, share_base=share_base)
         for entry in await store.range(ALLOCATION_PREFIX):
             state = loaded(_decode_node.decode(entry.value))
             service._nodes[state.name] = state
@@ -251,6 +260,7 @@ class DeploymentService:
         change = _Change()
         try:
             resources = self._normalized(spec)
+            self._check_pool_limits(spec.pool or namespace, resources, spec.count)
             try:
                 placement = self._placement(spec, resources)
             except DeployRefused as refusal:
@@ -300,6 +310,7 @@ class DeploymentService:
                 existing[record.node] = existing.get(record.node, 0) + 1
             try:
                 resources = self._normalized(spec)
+                self._check_pool_limits(spec.pool or namespace, resources, count - len(mine))
                 placement = self._placement(
                     msgspec.structs.replace(spec, count=count - len(mine), strategy="auto"),
                     resources,
@@ -449,6 +460,33 @@ class DeploymentService:
         change.notes.append(_note("replaced", f"by {fresh} with image {image}", record))
         await self._apply(change)
         return self._containers[fresh]
+
+    def _check_pool_limits(self, pool: str, resources: Normalized, count: int) -> None:
+        """``count`` more containers of ``resources`` in ``pool`` must keep the pool and
+        each of its ancestors within its ``resource_limits`` (over its whole subtree's
+        containers); ``DeployRefused`` (403, reason "pool") with the numbers otherwise.
+        A pool not in the tree limits nothing."""
+        pools = self._pools.config()["pools"]
+        adding = {
+            "cpu": count * resources.cpu_request / resources.share_base,
+            "memory": float(count * resources.memory_request),
+        }
+        demands = self.pool_demands()
+        name: str | None = pool
+        while name is not None and name in pools:
+            within = _subtree(pools, name)
+            for resource, limit in (pools[name].get("resource_limits") or {}).items():
+                used = sum(demands.get(member, {}).get(resource, 0.0) for member in within)
+                if used + adding.get(resource, 0.0) > float(limit):
+                    raise DeployRefused(
+                        "pool",
+                        "pool_limit_exceeded",
+                        f"pool {name!r}: {resource} used {used:g} + request"
+                        f" {adding.get(resource, 0.0):g} > limit {float(limit):g}",
+                        403,
+                        {"pool": name, "resource": resource, "used": used, "limit": limit},
+                    )
+            name = pools[name].get("parent")
 
     def pool_demands(self) -> dict[str, dict[str, float]]:
         """Pool -> what its containers ask for: cores and bytes."""
@@ -919,6 +957,17 @@ class DeploymentService:
                 change.containers[cid] = msgspec.structs.replace(
                     record, capacity=label, history=history
                 )
+
+
+def _subtree(pools: dict[str, Any], root: str) -> set[str]:
+    """``root`` and every pool below it."""
+    members = {root}
+    grew = True
+    while grew:
+        below = {name for name, pool in pools.items() if pool.get("parent") in members}
+        grew = not below <= members
+        members |= below
+    return members
 
 
 def _note(kind: str, reason: str, record: ContainerRecord) -> Note:

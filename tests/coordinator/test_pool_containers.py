@@ -87,3 +87,28 @@ async def test_two_equal_pools_split_the_cores_and_their_containers_quotas_follo
         "detail": "cpu_quota 100000 -> 50000",
     }
     await ws.close()
+
+
+async def test_a_pool_limit_refuses_a_deployment_beyond_it_over_the_whole_subtree(
+    fast_pools: Coordinator,
+) -> None:
+    ws = await register(fast_pools, "node-a")
+    await call(fast_pools, "PUT", "/v1/pools/research", {"resource_limits": {"cpu": 2.5}})
+    await call(fast_pools, "PUT", "/v1/pools/team-a", {"parent": "research"})
+    await call(fast_pools, "POST", "/v1/namespaces/team-a/deployments", unbound("batch"))
+    response = await fast_pools.http.post(
+        fast_pools.url + "/v1/namespaces/team-a/deployments",
+        json=unbound("more") | {"count": 1},
+        headers={"Authorization": f"Bearer {API_TOKEN}"},
+    )
+    refused = await response.json()
+    assert response.status == 403, refused
+    assert refused["error"]["code"] == "pool_limit_exceeded"
+    assert refused["error"]["details"] == {
+        "reason": "pool",
+        "pool": "research",
+        "resource": "cpu",
+        "used": 2.0,
+        "limit": 2.5,
+    }
+    await ws.close()
