@@ -639,14 +639,7 @@ class DeploymentService:
         ids: list[str] = []
         for index in range(spec.count):
             container_id = _new_id(namespace, spec.name)
-            candidate = QuotaContainer(
-                name=container_id,
-                namespace=namespace,
-                requests=_quota_requests(spec),
-                priority=spec.priority,
-                created=now,
-                running=True,
-            )
+            candidate = _candidate(container_id, namespace, spec, now)
             self._check_admission(counted, candidate, {"admitted_before_refusal": index})
             views = [self._nodes_state(change, s.name).view() for s in self._candidates()]
             try:
@@ -722,14 +715,7 @@ class DeploymentService:
         """Each new container in turn against its quota's max (quotas spec 6)."""
         counted = self.quota_containers()
         for index, container_id in enumerate(ids):
-            candidate = QuotaContainer(
-                name=container_id,
-                namespace=namespace,
-                requests=_quota_requests(spec),
-                priority=spec.priority,
-                created=now,
-                running=True,
-            )
+            candidate = _candidate(container_id, namespace, spec, now)
             self._check_admission(counted, candidate, {"admitted_before_refusal": index})
             counted.append(candidate)
 
@@ -997,6 +983,20 @@ def _new_id(namespace: str, deployment: str) -> str:
 def _quota_requests(spec: DeploymentSpec) -> dict[str, int | str]:
     cpu = spec.resources.cpu
     return {"cpu": cpu if isinstance(cpu, str) else str(cpu), "memory": spec.resources.memory}
+
+
+def _candidate(
+    container_id: str, namespace: str, spec: DeploymentSpec, now: float
+) -> QuotaContainer:
+    """A new container of ``spec`` as the quota engine weighs it for admission."""
+    return QuotaContainer(
+        name=container_id,
+        namespace=namespace,
+        requests=_quota_requests(spec),
+        priority=spec.priority,
+        created=now,
+        running=True,
+    )
 
 
 def _quota_container(record: ContainerRecord) -> QuotaContainer:
