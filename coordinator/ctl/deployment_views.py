@@ -1,6 +1,6 @@
-"""How ``allotctl`` shows deployments and containers: each view takes the API's answer
-(JSON of the ``ContainerView`` / ``DeploymentView`` structs) and gives the text a person
-reads.
+"""How ``allotctl`` shows deployments, containers and events: each view takes the API's
+answer (JSON of the ``ContainerView`` / ``DeploymentView`` / ``Event`` structs) and gives
+the text a person reads.
 
 A container bound to cores (cpu-bind) shows its cpuset; one without bound cores runs on
 its node's shared pool, whose CPUs change as bound containers come and go, so its
@@ -17,6 +17,7 @@ import msgspec
 from coordinator.ctl.views import age, timestamp
 from coordinator.deployment_api import ContainerView, DeploymentView
 from coordinator.deployments.records import ContainerRecord, DeploymentSpec
+from coordinator.events import Event
 from shared.codec import json_decoder
 from shared.protocol import ContainerStatus, Limits
 from shared.quantity import format_memory
@@ -31,6 +32,10 @@ class DeploymentList(msgspec.Struct, frozen=True):
     deployments: list[DeploymentView]
 
 
+class EventList(msgspec.Struct, frozen=True):
+    events: list[Event]
+
+
 class Deleted(msgspec.Struct, frozen=True):
     deleted: str
     containers: list[str] = []  # a deployment's, as they were removed with it
@@ -41,6 +46,7 @@ _containers: msgspec.json.Decoder[ContainerList] = json_decoder(ContainerList)
 _deployment: msgspec.json.Decoder[DeploymentView] = json_decoder(DeploymentView)
 _deployments: msgspec.json.Decoder[DeploymentList] = json_decoder(DeploymentList)
 _deleted: msgspec.json.Decoder[Deleted] = json_decoder(Deleted)
+_events: msgspec.json.Decoder[EventList] = json_decoder(EventList)
 
 COLUMNS: dict[str, Callable[[ContainerView], object]] = {
     "ID": lambda view: view.record.id,
@@ -57,6 +63,7 @@ COLUMNS: dict[str, Callable[[ContainerView], object]] = {
 PLACED = ["ID", "NODE", "CAPACITY", "CPUSET", "SHARES", "QUOTA", "MEMORY"]
 IN_DEPLOYMENT = ["ID", "NODE", "STATE", "CAPACITY", "CPUSET", "SHARES", "QUOTA", "MEMORY"]
 LISTED = ["ID", "NAMESPACE", "DEPLOYMENT", *IN_DEPLOYMENT[1:]]
+EVENT_SUBJECT = ("namespace", "deployment", "container", "node")  # "-" when it has none
 
 
 def placed_table(body: bytes) -> str:
@@ -156,6 +163,38 @@ def realloc_view(body: bytes) -> str:
     record = _container.decode(body).record
     rows = [("container", f"{record.id} on {record.node}"), *limits_rows(record)]
     return table(None, rows)
+
+
+def replaced_view(body: bytes, old: str) -> str:
+    """The container that took over ``old``'s allocation: its id, node, image and limits."""
+    record = _container.decode(body).record
+    rows = [
+        ("replaced", old),
+        ("container", f"{record.id} on {record.node}"),
+        ("image", record.image),
+        ("command", shlex.join(record.command) or "- (the image's)"),
+        *limits_rows(record),
+    ]
+    return table(None, rows)
+
+
+def events_table(body: bytes, now: float | None = None) -> str:
+    """Oldest first, as the API lists them; AGE is counted back from ``now``."""
+    found = _events.decode(body).events
+    if not found:
+        return "no events"
+    headers = ["SEQ", "AGE", "KIND", *(field.upper() for field in EVENT_SUBJECT), "REASON"]
+    rows = [
+        (
+            event.sequence,
+            age(event.at, now),
+            event.kind,
+            *(getattr(event, field) or "-" for field in EVENT_SUBJECT),
+            event.reason,
+        )
+        for event in found
+    ]
+    return table(headers, rows)
 
 
 def deleted_view(body: bytes, kind: str, names: list[str]) -> str:

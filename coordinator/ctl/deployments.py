@@ -1,4 +1,5 @@
-"""The arguments of the deployment and container commands, and the request each makes.
+"""The arguments of the deployment, container and event commands, and the request each
+makes.
 
 ``deploy`` reads the API body (a DeploymentSpec) from a TOML or JSON file, from flags, or
 both: a flag wins over the file's value, ``--env``/``--label`` add to the file's maps, and
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from coordinator.ctl.client import ApiClient, quote
-from coordinator.deployment_api import CONTAINER_FILTERS
+from coordinator.deployment_api import CONTAINER_FILTERS, EVENT_FILTERS
 from coordinator.deployments.records import Strategy
 from shared.protocol import RestartPolicy
 
@@ -144,7 +145,7 @@ def _lay_over(spec: dict[str, Any], field: str, values: dict[str, Any]) -> None:
     spec[field] = base | values
 
 
-# -- containers, realloc, delete -------------------------------------------------------
+# -- containers, scale, replace, realloc, delete ---------------------------------------
 
 
 def containers_arguments(parser: argparse.ArgumentParser) -> None:
@@ -158,8 +159,36 @@ def containers(client: ApiClient, args: argparse.Namespace) -> bytes:
 
 
 def containers_path(args: argparse.Namespace) -> str:
-    wanted = _given(args, CONTAINER_FILTERS)
-    return "/v1/containers" + (f"?{urllib.parse.urlencode(wanted)}" if wanted else "")
+    return _filtered("/v1/containers", _given(args, CONTAINER_FILTERS))
+
+
+def scale_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("namespace")
+    parser.add_argument("name")
+    parser.add_argument("count", type=int, help="containers the deployment holds in all")
+
+
+def scale(client: ApiClient, args: argparse.Namespace) -> bytes:
+    path = deployments_path(args.namespace, args.name) + "/scale"
+    return client.post(path, {"count": args.count})
+
+
+def replace_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = "Words after -- are the new command (default: the old container's)."
+    parser.add_argument("id")
+    parser.add_argument("--image", required=True, help="the new container's image")
+
+
+def replace(client: ApiClient, args: argparse.Namespace) -> bytes:
+    return client.post(container_path(args.id) + "/replace", replacement(args))
+
+
+def replacement(args: argparse.Namespace) -> dict[str, Any]:
+    """The API body: the image, and the command only when words follow "--"."""
+    body: dict[str, Any] = {"image": args.image}
+    if args.container_command:
+        body["command"] = args.container_command
+    return body
 
 
 def realloc_arguments(parser: argparse.ArgumentParser) -> None:
@@ -205,3 +234,26 @@ def deletion_path(kind: str, names: list[str]) -> str:
     if len(names) != len(expected.split()):
         raise ValueError(f"usage: allotctl delete {kind} {expected}")
     return container_path(names[0]) if kind == "container" else deployments_path(*names)
+
+
+# -- events ----------------------------------------------------------------------------
+
+
+def events_arguments(parser: argparse.ArgumentParser) -> None:
+    for name in EVENT_FILTERS:
+        parser.add_argument(f"--{name}", help=f"only events of this {name}")
+    parser.add_argument(
+        "--since", type=int, metavar="SEQ", help="only events after this sequence number"
+    )
+
+
+def events(client: ApiClient, args: argparse.Namespace) -> bytes:
+    return client.get(events_path(args))
+
+
+def events_path(args: argparse.Namespace) -> str:
+    return _filtered("/v1/events", _given(args, (*EVENT_FILTERS, "since")))
+
+
+def _filtered(path: str, wanted: dict[str, Any]) -> str:
+    return path + (f"?{urllib.parse.urlencode(wanted)}" if wanted else "")

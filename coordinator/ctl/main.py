@@ -16,7 +16,19 @@
     allotctl container ID          placement, limits, capacity label, observed state, history
     allotctl realloc ID [--cpu +0.5] [--memory=-64Mi] [--cpu-limit ...] ...
                                    change a container's allocation live; prints its limits
+    allotctl scale NS NAME COUNT   add containers beside the others, or remove the newest
+    allotctl replace ID --image IMG [-- COMMAND ...]
+                                   a new container in the old one's allocation
     allotctl delete deployment NS NAME             allotctl delete container ID
+    allotctl events [--namespace --deployment --container --node --kind --since SEQ]
+                                   why things happened: placed, refused, realloc, ...
+
+    allotctl allocation NODE       what a node offers and what is allocated, core by core
+    allotctl set-node NODE --mode delta|absolute [--core ID=PIECES] [--numa CORE=NUMA]
+                    [--memory 64Gi] [--numa-memory NUMA=BYTES]
+                                   change what a node offers; prints its allocation
+    allotctl cordon NODE           no new containers there    allotctl uncordon NODE
+    allotctl drain NODE            cordon, and move its containers to other nodes
 
 Every command takes ``--json`` to print the API's own JSON instead of tables. The server
 and token come from ``--server``/``--token`` or ``ALLOT_SERVER``/``ALLOT_TOKEN``. A
@@ -33,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.ctl import deployments
+from coordinator.ctl import deployments, nodes
 from coordinator.ctl.client import ApiClient, ApiClientError, quote
 from coordinator.ctl.deployment_views import (
     container_details,
@@ -41,9 +53,12 @@ from coordinator.ctl.deployment_views import (
     deleted_view,
     deployment_details,
     deployments_table,
+    events_table,
     placed_table,
     realloc_view,
+    replaced_view,
 )
+from coordinator.ctl.node_views import allocation_view, cordoned_view, drained_view
 from coordinator.ctl.plot import PlotUnavailable, plot_simulation
 from coordinator.ctl.views import (
     node_details,
@@ -59,7 +74,7 @@ from coordinator.ctl.views import (
 )
 
 DEFAULT_SERVER = "http://127.0.0.1:7600"
-SEPARATOR = "--"  # what follows it is a container's command (deploy)
+SEPARATOR = "--"  # what follows it is a container's command (deploy, replace)
 
 View = Callable[[bytes], str]
 
@@ -239,11 +254,60 @@ COMMANDS: dict[str, Command] = {
         deployments.realloc,
         _shown(realloc_view),
     ),
+    "scale": Command(
+        "make a deployment hold COUNT containers: new ones placed, or the newest removed",
+        deployments.scale_arguments,
+        deployments.scale,
+        _shown(deployment_details),
+    ),
+    "replace": Command(
+        "replace a container by one with a new image (-- COMMAND ...) in the same allocation",
+        deployments.replace_arguments,
+        deployments.replace,
+        lambda body, args: replaced_view(body, args.id),
+        takes_command=True,
+    ),
     "delete": Command(
         "delete a deployment (NAMESPACE NAME) and its containers, or one container (ID)",
         deployments.delete_arguments,
         deployments.delete,
         lambda body, args: deleted_view(body, args.kind, args.names),
+    ),
+    "events": Command(
+        "list the events (why things happened), filtered; --since SEQ for the newer ones",
+        deployments.events_arguments,
+        deployments.events,
+        _shown(events_table),
+    ),
+    "allocation": Command(
+        "show what a node offers and what is allocated there, core by core",
+        _named("node"),
+        nodes.allocation,
+        _shown(allocation_view),
+    ),
+    "set-node": Command(
+        "change what a node offers (absolute or delta); prints its allocation",
+        nodes.set_node_arguments,
+        nodes.set_node,
+        _shown(allocation_view),
+    ),
+    "cordon": Command(
+        "let a node take no new containers",
+        _named("node"),
+        nodes.acting("cordon"),
+        _shown(cordoned_view),
+    ),
+    "uncordon": Command(
+        "let a cordoned node take containers again",
+        _named("node"),
+        nodes.acting("uncordon"),
+        _shown(cordoned_view),
+    ),
+    "drain": Command(
+        "cordon a node and move its containers to other nodes",
+        _named("node"),
+        nodes.acting("drain"),
+        _shown(drained_view),
     ),
 }
 
@@ -264,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """The arguments; ``container_command`` holds the words after "--" (deploy's only).
+    """The arguments; ``container_command`` holds the words after "--" (deploy's and
+    replace's only).
 
     They are split off before argparse sees them: it would take a positional list after
     the command's own positionals for them, and then refuse the words after "--".

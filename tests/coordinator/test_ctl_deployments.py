@@ -1,6 +1,6 @@
-"""allotctl's deployment and container commands: the API bodies their flags and files
-make, the tables and details they print, refusals with their numbers, and every command
-run through ``main`` against an in-process coordinator."""
+"""allotctl's deployment, container and event commands: the API bodies their flags and
+files make, the tables and details they print, refusals with their numbers, and every
+command run through ``main`` against an in-process coordinator."""
 
 from __future__ import annotations
 
@@ -18,17 +18,22 @@ from coordinator.ctl.deployment_views import (
     container_details,
     containers_table,
     deleted_view,
+    events_table,
     realloc_view,
+    replaced_view,
 )
 from coordinator.ctl.deployments import (
     containers_path,
     deletion_path,
     deployment_spec,
+    events_path,
     realloc_delta,
+    replacement,
 )
 from coordinator.ctl.main import main, parse
 from coordinator.deployment_api import ContainerView
 from coordinator.deployments.records import ContainerRecord, HistoryEntry
+from coordinator.events import Event
 from shared.codec import to_json
 from shared.protocol import ContainerStatus, Limits
 from tests.coordinator.conftest import API_TOKEN, Coordinator, register
@@ -131,6 +136,11 @@ def test_a_bad_deployment_file_is_refused_saying_why(
         ["deploy", "team-a", "--env", "NOEQUALS"],
         ["containers", "--capacity", "sometimes"],
         ["delete", "pod", "x"],
+        ["scale", "team-a", "web", "many"],
+        ["scale", "team-a", "web"],
+        ["replace", "c1", "--", "sleep"],  # --image is required
+        ["events", "--since", "yesterday"],
+        ["events", "--colour", "red"],
     ],
 )
 def test_bad_arguments_stop_with_usage(argv: list[str]) -> None:
@@ -151,6 +161,29 @@ def test_containers_filters_become_the_query() -> None:
     assert containers_path(parsed("containers")) == "/v1/containers"
     args = parsed("containers", "--node", "node a", "--capacity", "over-quota")
     assert containers_path(args) == "/v1/containers?node=node+a&capacity=over-quota"
+
+
+def test_scale_takes_a_whole_count() -> None:
+    args = parsed("scale", "team-a", "web", "3")
+    assert (args.namespace, args.name, args.count) == ("team-a", "web", 3)
+
+
+def test_replace_sends_the_image_and_a_command_only_when_given() -> None:
+    assert replacement(parsed("replace", "c1", "--image", "busybox:2")) == {"image": "busybox:2"}
+    args = parsed("replace", "c1", "--image", "busybox:2", "--", "sleep", "--for", "60")
+    assert args.id == "c1"
+    assert replacement(args) == {"image": "busybox:2", "command": ["sleep", "--for", "60"]}
+
+
+def test_events_filters_become_the_query() -> None:
+    assert events_path(parsed("events")) == "/v1/events"
+    args = parsed(
+        "events", "--namespace", "team-a", "--deployment", "web", "--container", "c 1",
+        "--node", "node-a", "--kind", "placed", "--since", "12",
+    )  # fmt: skip
+    query = "namespace=team-a&deployment=web&container=c+1&node=node-a&kind=placed&since=12"
+    assert events_path(args) == f"/v1/events?{query}"
+    assert events_path(parsed("events", "--since", "0")) == "/v1/events?since=0"
 
 
 def test_delete_names_a_deployment_or_a_container() -> None:
@@ -260,6 +293,43 @@ def test_a_realloc_shows_the_new_limits() -> None:
         "cpu quota   none",
         "memory      limit 64Mi, with swap 64Mi, reserved 32Mi",
     ]
+
+
+def test_a_replacement_shows_the_new_container_and_its_limits() -> None:
+    fresh = container(id="team-a-web-2", image="busybox:2", command=[])
+    assert replaced_view(to_json(fresh), "team-a-web-1").splitlines() == [
+        "replaced    team-a-web-1",
+        "container   team-a-web-2 on node-a",
+        "image       busybox:2",
+        "command     - (the image's)",
+        "requests    cpu=0.5, memory=64Mi",
+        "cpuset      2 (bound)",
+        "cpu shares  512",
+        "cpu quota   none",
+        "memory      limit 64Mi, with swap 64Mi, reserved 32Mi",
+    ]
+
+
+def test_the_events_table_shows_each_events_subject_and_reason() -> None:
+    events = [
+        Event(
+            sequence=7,
+            at=1000.0,
+            kind="placed",
+            reason="on node-a",
+            namespace="team-a",
+            deployment="web",
+            container="team-a-web-1",
+            node="node-a",
+        ),
+        Event(sequence=12, at=1000.0 - 7200, kind="node", reason="cordoned", node="node-b"),
+    ]
+    assert events_table(to_json({"events": events}), now=1045.0).splitlines() == [
+        "SEQ  AGE  KIND    NAMESPACE  DEPLOYMENT  CONTAINER     NODE    REASON",
+        "7    45s  placed  team-a     web         team-a-web-1  node-a  on node-a",
+        "12   2h   node    -          -           -             node-b  cordoned",
+    ]
+    assert events_table(b'{"events": []}') == "no events"
 
 
 def test_deletions_say_what_went() -> None:
@@ -388,4 +458,61 @@ async def test_a_quota_refusal_shows_its_reason_and_numbers(
         "  items:                    resource=cpu used=1 request=0.5 max=1",
         "  admitted_before_refusal:  2",
     ]
+    await ws.close()
+
+
+async def test_scale_replace_and_events_through_main(
+    cluster: Coordinator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws = await register(cluster, "node-a")
+    code, _, err = await allotctl(
+        cluster, capsys, "deploy", "team-a", "--name", "web", "--image", "busybox",
+        "--cpu", "0.5", "--memory", "64Mi", "--cpu-bind", "--", "sleep", "60",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = await allotctl(cluster, capsys, "scale", "team-a", "web", "3")
+    assert code == 0, err
+    assert "count           3, 0 running" in out.splitlines()
+    _, listed = out.split("\n\n")
+    ids = [row.split()[0] for row in listed.splitlines()[1:]]
+    assert len(ids) == 3
+    code, _, err = await allotctl(cluster, capsys, "scale", "team-a", "web", "9")
+    assert (code, err.splitlines()[:3]) == (
+        1,
+        [
+            "allotctl: need 6 containers, the nodes have room for 1 (409 insufficient_capacity)",
+            "  reason:      capacity",
+            "  need:        6",
+        ],
+    )
+
+    old = ids[0]
+    code, out, err = await allotctl(
+        cluster, capsys, "replace", old, "--image", "busybox:2", "--", "sleep", "120"
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"replaced    {old}"
+    fresh, on, node = lines[1].split()[1:]
+    assert (on, node) == ("on", "node-a")
+    assert fresh != old
+    assert lines[2:4] == ["image       busybox:2", "command     sleep 120"]
+    code, out, _ = await allotctl(cluster, capsys, "container", fresh)
+    assert "command         sleep 120" in out.splitlines()
+
+    code, out, err = await allotctl(cluster, capsys, "events")
+    assert code == 0, err
+    header, *rows = [line.split() for line in out.splitlines()]
+    assert header == [
+        "SEQ", "AGE", "KIND", "NAMESPACE", "DEPLOYMENT", "CONTAINER", "NODE", "REASON"
+    ]  # fmt: skip
+    assert [row[2] for row in rows] == ["placed", "placed", "placed", "refused", "replaced"]
+    assert rows[-1][3:7] == ["team-a", "web", old, "node-a"]
+    assert " ".join(rows[-1][7:]) == f"by {fresh} with image busybox:2"
+    code, out, _ = await allotctl(cluster, capsys, "events", "--kind", "placed", "--since", "2")
+    assert [line.split()[:3] for line in out.splitlines()[1:]] == [["3", "0s", "placed"]]
+    code, out, _ = await allotctl(cluster, capsys, "events", "--container", "nothing")
+    assert (code, out) == (0, "no events\n")
+    code, out, _ = await allotctl(cluster, capsys, "events", "--json", "--kind", "replaced")
+    assert [event["container"] for event in json.loads(out)["events"]] == [old]
     await ws.close()

@@ -1,0 +1,85 @@
+"""How ``allotctl`` shows a node's allocation and the answers of cordon, uncordon and
+drain: each view takes the API's answer (JSON) and gives the text a person reads.
+
+CPU is shown in cores (the API counts pieces, ``share_base`` of them to a core); memory
+in its largest exact binary unit, or to one decimal when no unit divides it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from coordinator.node_admin_api import Allocation
+from coordinator.placement.docker import cpuset
+from shared.codec import json_decoder
+from shared.quantity import format_cpu, format_memory, format_memory_approx
+from shared.text import table
+
+
+class Cordoned(msgspec.Struct, frozen=True):
+    node: str
+    cordoned: bool
+    released: list[str] = []  # drain's: the containers moved off the node
+
+
+_allocation: msgspec.json.Decoder[Allocation] = json_decoder(Allocation)
+_cordoned: msgspec.json.Decoder[Cordoned] = json_decoder(Cordoned)
+
+
+def allocation_view(body: bytes) -> str:
+    """What the node offers and what is allocated there, then core by core."""
+    node = _allocation.decode(body)
+    offered, used = sum(node.cores.values()), sum(node.used.values())
+    numa_memory = node.numa_memory or {}
+    head = table(
+        None,
+        [
+            ("node", node.node),
+            ("cordoned", "yes (takes no new containers)" if node.cordoned else "no"),
+            ("cores", f"{_cores(node, used)} of {_cores(node, offered)} used"),
+            ("share base", f"{node.share_base} pieces per core"),
+            ("memory", f"{_memory(node.memory_used)} of {_memory(node.memory)} used"),
+            ("numa memory", ", ".join(f"{n}={_memory(b)}" for n, b in numa_memory.items()) or "-"),
+            ("shared pool", cpuset(node.shared_pool) or "- (every core is bound)"),
+            ("containers", _containers(node.containers)),
+            ("version", node.version),
+        ],
+    )
+    if not node.cores:
+        return head + "\n\nno cores offered"
+    numa = node.numa or {}
+    rows = [
+        (
+            core,
+            numa.get(core, "-"),
+            _cores(node, pieces),
+            _cores(node, node.used.get(core, 0)),
+            _cores(node, pieces - node.used.get(core, 0)),
+        )
+        for core, pieces in sorted(node.cores.items())
+    ]
+    return head + "\n\n" + table(["CORE", "NUMA", "OFFERED", "USED", "FREE"], rows)
+
+
+def cordoned_view(body: bytes) -> str:
+    answer = _cordoned.decode(body)
+    return f"{answer.node} {'cordoned' if answer.cordoned else 'uncordoned'}"
+
+
+def drained_view(body: bytes) -> str:
+    answer = _cordoned.decode(body)
+    moved = f"{answer.node} drained: {len(answer.released)} container(s) moved"
+    return f"{moved}: {', '.join(answer.released)}" if answer.released else moved
+
+
+def _cores(node: Allocation, pieces: int) -> str:
+    return format_cpu(pieces, share_base=node.share_base)
+
+
+def _memory(amount: int) -> str:
+    exact = format_memory(amount)
+    return format_memory_approx(amount) if exact.isdigit() and amount >= 1024 else exact
+
+
+def _containers(ids: list[str]) -> str:
+    return f"{len(ids)}: {', '.join(ids)}" if ids else "none"

@@ -1,0 +1,82 @@
+"""The arguments of the node administration commands, and the request each makes:
+``allocation``, ``set-node`` (SetNode, absolute or delta), ``cordon``, ``uncordon`` and
+``drain``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from coordinator.ctl.client import ApiClient, quote
+from coordinator.ctl.deployments import key_value
+
+Value = TypeVar("Value")
+MODES = ("absolute", "delta")
+# SetNode's maps: the flag, its field in the API body, its metavar and its value's type.
+CAPACITY_MAPS: tuple[tuple[str, str, str, Callable[[str], object]], ...] = (
+    ("core", "cores", "ID=PIECES", int),
+    ("numa", "numa", "CORE=NUMA", int),
+    ("numa-memory", "numa_memory", "NUMA=BYTES", str),
+)
+
+
+def node_path(name: str, action: str) -> str:
+    return f"/v1/nodes/{quote(name)}/{action}"
+
+
+def allocation(client: ApiClient, args: argparse.Namespace) -> bytes:
+    return client.get(node_path(args.node, "allocation"))
+
+
+def acting(action: str) -> Callable[[ApiClient, argparse.Namespace], bytes]:
+    """A POST of nothing to the node's ``action``: cordon, uncordon, drain."""
+    return lambda client, args: client.post(node_path(args.node, action), {})
+
+
+def set_node_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "delta adds to what the node offers (a negative change shrinks it: --memory=-1Gi);"
+        " absolute replaces each field given. Never below what is allocated."
+    )
+    parser.add_argument("node")
+    parser.add_argument("--mode", choices=MODES, required=True)
+    for flag, _, metavar, value in CAPACITY_MAPS:
+        parser.add_argument(
+            f"--{flag}",
+            action="append",
+            type=id_pair(value, metavar),
+            default=[],
+            metavar=metavar,
+            help="repeatable",
+        )
+    parser.add_argument("--memory", help='bytes or a quantity: "64Gi"')
+
+
+def set_node(client: ApiClient, args: argparse.Namespace) -> bytes:
+    return client.patch(node_path(args.node, "capacity"), capacity(args))
+
+
+def capacity(args: argparse.Namespace) -> dict[str, Any]:
+    """The PATCH body: the mode and the fields given."""
+    given = {field: getattr(args, flag.replace("-", "_")) for flag, field, *_ in CAPACITY_MAPS}
+    fields: dict[str, Any] = {field: dict(pairs) for field, pairs in given.items() if pairs}
+    if args.memory is not None:
+        fields["memory"] = args.memory
+    if not fields:
+        flags = ", ".join(f"--{flag}" for flag, *_ in CAPACITY_MAPS)
+        raise ValueError(f"set-node changes nothing: give one of {flags}, --memory")
+    return {"mode": args.mode, **fields}
+
+
+def id_pair(value: Callable[[str], Value], metavar: str) -> Callable[[str], tuple[int, Value]]:
+    """An argparse type for ``ID=VALUE``: a whole-number id and ``value`` of the rest."""
+
+    def parse(text: str) -> tuple[int, Value]:
+        try:
+            key, raw = key_value(text)
+            return int(key), value(raw)
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(f"expected {metavar}, got {text!r}") from None
+
+    return parse

@@ -1,0 +1,221 @@
+"""allotctl's node administration commands: the SetNode body its flags make, the
+allocation and the answers of cordon, uncordon and drain as printed, and every command
+run through ``main`` against an in-process coordinator."""
+
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from coordinator.ctl.node_views import allocation_view, cordoned_view, drained_view
+from coordinator.ctl.nodes import capacity
+from coordinator.node_admin_api import Allocation
+from shared.codec import to_json
+from tests.coordinator.conftest import Coordinator, register
+from tests.coordinator.test_ctl_deployments import allotctl, parsed
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+# -- what the flags ask for -------------------------------------------------------------
+
+
+def test_set_node_flags_make_the_api_body() -> None:
+    args = parsed(
+        "set-node", "node-a", "--mode", "delta", "--core", "2=100", "--core", "3=-50",
+        "--numa", "2=0", "--memory=-1Gi", "--numa-memory", "0=512Mi",
+    )  # fmt: skip
+    assert args.node == "node-a"
+    assert capacity(args) == {
+        "mode": "delta",
+        "cores": {2: 100, 3: -50},
+        "numa": {2: 0},
+        "memory": "-1Gi",
+        "numa_memory": {0: "512Mi"},
+    }
+    absolute = parsed("set-node", "node-a", "--mode", "absolute", "--memory", "64Gi")
+    assert capacity(absolute) == {"mode": "absolute", "memory": "64Gi"}
+
+
+def test_set_node_refuses_to_change_nothing() -> None:
+    message = "set-node changes nothing: give one of --core, --numa, --numa-memory, --memory"
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        capacity(parsed("set-node", "node-a", "--mode", "delta"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["set-node", "node-a", "--core", "2=1"], "the following arguments are required: --mode"),
+        (["set-node", "node-a", "--mode", "sideways"], "invalid choice: 'sideways'"),
+        (["set-node", "node-a", "--mode", "delta", "--core", "two=1"], "expected ID=PIECES"),
+        (["set-node", "node-a", "--mode", "delta", "--core", "2=half"], "expected ID=PIECES"),
+        (["set-node", "node-a", "--mode", "delta", "--numa", "2"], "expected CORE=NUMA, got '2'"),
+        (["set-node", "node-a", "--mode", "delta", "--numa-memory", "x=1Gi"], "NUMA=BYTES"),
+        (["cordon"], "the following arguments are required: node"),
+        (["drain", "node-a", "node-b"], "unrecognized arguments: node-b"),
+        (["allocation", "node-a", "--", "sleep"], "allocation takes no command after --"),
+    ],
+)
+def test_bad_node_arguments_stop_with_usage(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parsed(*argv)
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+# -- what is shown ----------------------------------------------------------------------
+
+
+ALLOCATION = Allocation(  # two cores on NUMA node 0, one and a half allocated
+    node="node-a",
+    cordoned=False,
+    share_base=100,
+    cores={0: 100, 1: 100},
+    used={0: 100, 1: 50},
+    memory=GIB,
+    memory_used=192 * MIB,
+    numa={0: 0, 1: 0},
+    numa_memory={0: GIB},
+    shared_pool=[1],
+    containers=["team-a-web-1", "team-a-web-2"],
+    version=4,
+)
+
+
+def allocation(**changes: object) -> bytes:
+    return to_json(msgspec.structs.replace(ALLOCATION, **changes))
+
+
+def test_the_allocation_shows_the_node_and_each_core() -> None:
+    assert allocation_view(allocation()).splitlines() == [
+        "node         node-a",
+        "cordoned     no",
+        "cores        1.5 of 2 used",
+        "share base   100 pieces per core",
+        "memory       192Mi of 1Gi used",
+        "numa memory  0=1Gi",
+        "shared pool  1",
+        "containers   2: team-a-web-1, team-a-web-2",
+        "version      4",
+        "",
+        "CORE  NUMA  OFFERED  USED  FREE",
+        "0     0     1        1     0",
+        "1     0     1        0.5   0.5",
+    ]
+
+
+def test_an_empty_cordoned_node_without_numa_says_so() -> None:
+    shown = allocation(
+        cordoned=True,
+        cores={0: 100, 2: 30},
+        used={},
+        memory=3 * GIB + 1000,
+        memory_used=0,
+        numa=None,
+        numa_memory=None,
+        shared_pool=[],
+        containers=[],
+    )
+    assert allocation_view(shown).splitlines() == [
+        "node         node-a",
+        "cordoned     yes (takes no new containers)",
+        "cores        0 of 1.3 used",
+        "share base   100 pieces per core",
+        "memory       0 of 3.0Gi used",
+        "numa memory  -",
+        "shared pool  - (every core is bound)",
+        "containers   none",
+        "version      4",
+        "",
+        "CORE  NUMA  OFFERED  USED  FREE",
+        "0     -     1        0     1",
+        "2     -     0.3      0     0.3",
+    ]
+    bare = allocation_view(allocation(cores={}, used={}, numa={}, numa_memory={}))
+    assert bare.endswith("version      4\n\nno cores offered")
+
+
+def test_cordon_uncordon_and_drain_answer_in_one_line() -> None:
+    assert cordoned_view(b'{"node": "node-a", "cordoned": true}') == "node-a cordoned"
+    assert cordoned_view(b'{"node": "node-a", "cordoned": false}') == "node-a uncordoned"
+    moved = b'{"node": "node-a", "cordoned": true, "released": ["a", "b"]}'
+    assert drained_view(moved) == "node-a drained: 2 container(s) moved: a, b"
+    empty = b'{"node": "node-a", "cordoned": true, "released": []}'
+    assert drained_view(empty) == "node-a drained: 0 container(s) moved"
+
+
+# -- through main, against a coordinator ------------------------------------------------
+
+
+async def test_every_node_command_through_main(
+    cluster: Coordinator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    node_a = await register(cluster, "node-a")
+    node_b = await register(cluster, "node-b")
+    code, out, err = await allotctl(cluster, capsys, "cordon", "node-b")
+    assert (code, out) == (0, "node-b cordoned\n"), err
+    code, out, err = await allotctl(
+        cluster, capsys, "deploy", "team-a", "--name", "web", "--image", "busybox",
+        "--cpu", "0.5", "--memory", "64Mi", "--count", "2", "--cpu-bind", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    placed = sorted(view["record"]["id"] for view in json.loads(out)["containers"])
+
+    code, out, err = await allotctl(cluster, capsys, "allocation", "node-a")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[:5] == [
+        "node         node-a",
+        "cordoned     no",
+        "cores        1 of 2 used",
+        "share base   100 pieces per core",
+        "memory       128Mi of 1Gi used",
+    ]
+    assert f"containers   2: {', '.join(placed)}" in lines
+    assert lines[-3] == "CORE  NUMA  OFFERED  USED  FREE"
+    code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a", "--json")
+    assert json.loads(out)["containers"] == placed
+
+    code, out, err = await allotctl(
+        cluster, capsys, "set-node", "node-a", "--mode", "delta", "--core", "2=100",
+        "--numa", "2=0", "--memory", "1Gi", "--numa-memory", "0=1Gi",
+    )  # fmt: skip
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[2] == "cores        1 of 3 used"
+    assert lines[4:6] == ["memory       128Mi of 2Gi used", "numa memory  0=2Gi"]
+    assert lines[-1] == "2     0     1        0     1"
+    code, out, err = await allotctl(
+        cluster, capsys, "set-node", "node-a", "--mode", "absolute", "--memory", "64Mi"
+    )
+    assert (code, out) == (1, "")
+    assert err.splitlines()[0].endswith("(409 below_allocation)")
+    assert "  reason:     capacity" in err.splitlines()
+
+    code, out, err = await allotctl(cluster, capsys, "uncordon", "node-b")
+    assert (code, out) == (0, "node-b uncordoned\n"), err
+    code, out, err = await allotctl(cluster, capsys, "drain", "node-a")
+    assert (code, out) == (0, f"node-a drained: 2 container(s) moved: {', '.join(placed)}\n"), err
+    code, out, _ = await allotctl(cluster, capsys, "containers")
+    assert [line.split()[3] for line in out.splitlines()[1:]] == ["node-b", "node-b"]
+    code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a")
+    assert out.splitlines()[1:3] == [
+        "cordoned     yes (takes no new containers)",
+        "cores        0 of 3 used",
+    ]
+    code, out, _ = await allotctl(cluster, capsys, "drain", "node-a")
+    assert out == "node-a drained: 0 container(s) moved\n"
+    code, out, _ = await allotctl(cluster, capsys, "events", "--node", "node-a", "--kind", "node")
+    reasons = [" ".join(line.split()[7:]) for line in out.splitlines()[1:]]
+    assert reasons == ["capacity set (delta): 3 cores, 2Gi", "cordoned"]
+
+    code, _, err = await allotctl(cluster, capsys, "cordon", "nowhere")
+    assert (code, err) == (1, "allotctl: no node nowhere (404 not_found)\n")
+    for ws in (node_a, node_b):
+        await ws.close()
