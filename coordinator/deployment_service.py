@@ -44,6 +44,7 @@ from typing import Any
 
 import msgspec
 
+from coordinator.deployments.gpus import GpuNeed, free_devices, pick
 from coordinator.deployments.node_records import (
     ALLOCATION_PREFIX,
     StoredNode,
@@ -261,26 +262,7 @@ class DeploymentService:
         try:
             resources = self._normalized(spec)
             self._check_pool_limits(spec.pool or namespace, resources, spec.count)
-            try:
-                placement = self._placement(spec, resources)
-            except DeployRefused as refusal:
-                if refusal.reason != "capacity" or spec.strategy != "auto":
-                    raise
-                try:
-                    ids = self._place_preempting(change, namespace, spec, resources, now)
-                except DeployRefused as preempting:
-                    if preempting.reason != "capacity":
-                        raise
-                    # Say why it does not fit, and why preemption could not help.
-                    refusal.details["preemption"] = preempting.details.get(
-                        "preemption", preempting.message
-                    )
-                    raise refusal from preempting
-            else:
-                total = sum(len(plans) for plans in placement.plans.values())  # EACH: per node
-                ids = [_new_id(namespace, spec.name) for _ in range(total)]
-                self._admit(namespace, spec, ids, now)
-                self._assign_all(change, namespace, spec, placement, ids, now=now)
+            ids = self._place_new(change, namespace, spec, resources, now)
         except DeployRefused as refusal:
             await self._record_refusal(refusal, namespace, spec.name)
             raise
@@ -290,10 +272,123 @@ class DeploymentService:
         placed = [self._containers[cid] for cid in ids]
         return DeployOutcome(deployment, placed)
 
+    def _place_new(
+        self,
+        change: _Change,
+        namespace: str,
+        spec: DeploymentSpec,
+        resources: Normalized,
+        now: float,
+    ) -> list[str]:
+        """Admit and place a new deployment's containers into ``change``: all at once by
+        its strategy; or one at a time, preempting where allowed, when they do not fit
+        (AUTO); or one at a time on the nodes with the devices, when they need GPUs."""
+        if _gpu_need(spec):
+            return self._place_one_by_one(change, namespace, spec, resources, spec.count, now)
+        try:
+            placement = self._placement(spec, resources)
+        except DeployRefused as refusal:
+            if refusal.reason != "capacity" or spec.strategy != "auto":
+                raise
+            try:
+                return self._place_preempting(change, namespace, spec, resources, now)
+            except DeployRefused as preempting:
+                if preempting.reason != "capacity":
+                    raise
+                # Say why it does not fit, and why preemption could not help.
+                refusal.details["preemption"] = preempting.details.get(
+                    "preemption", preempting.message
+                )
+                raise refusal from preempting
+        total = sum(len(plans) for plans in placement.plans.values())  # EACH: per node
+        ids = [_new_id(namespace, spec.name) for _ in range(total)]
+        self._admit(namespace, spec, ids, now)
+        self._assign_all(change, namespace, spec, placement, ids, now=now)
+        return ids
+
+    def _place_one_by_one(
+        self,
+        change: _Change,
+        namespace: str,
+        spec: DeploymentSpec,
+        resources: Normalized,
+        count: int,
+        now: float,
+        *,
+        existing: dict[str, int] | None = None,
+        why: str = "",
+    ) -> list[str]:
+        """``count`` more containers of ``spec`` into ``change``, each admitted, then
+        placed with AUTO beside ``existing`` (node -> containers of the deployment there)
+        on the ready nodes -- only those that still have the devices, when it needs GPUs,
+        which it gets in inventory order. ``DeployRefused`` when one cannot be placed."""
+        need = _gpu_need(spec)
+        counted = self._counted(change)
+        beside = dict(existing or {})
+        ids: list[str] = []
+        for index in range(count):
+            container_id = _new_id(namespace, spec.name)
+            candidate = _candidate(container_id, namespace, spec, now)
+            self._check_admission(counted, candidate, {"admitted_before_refusal": index})
+            devices = self._free_devices(change, need) if need else {}
+            names = sorted(devices) if need else [s.name for s in self._candidates()]
+            views = [self._nodes_state(change, name).view() for name in names]
+            if not views:
+                raise DeployRefused(
+                    "capacity",
+                    "insufficient_gpus",
+                    f"no ready node has the GPU devices for one more container ({need})",
+                    409,
+                    {"admitted_before_refusal": index},
+                )
+            try:
+                placement = place(views, resources, 1, "auto", spec.nodes_limit, beside)
+            except PlacementError as error:
+                refusal = _refused("capacity", error, 409)
+                refusal.details["admitted_before_refusal"] = index
+                raise refusal from error
+            (node,) = placement.plans
+            gpus = {container_id: devices[node]} if need else None
+            self._assign_all(
+                change, namespace, spec, placement, [container_id], now=now, why=why, gpus=gpus
+            )
+            counted.append(msgspec.structs.replace(candidate, node=node))
+            beside[node] = beside.get(node, 0) + 1
+            ids.append(container_id)
+        return ids
+
+    def _counted(self, change: _Change) -> list[QuotaContainer]:
+        """The containers the quota engine counts once ``change`` is applied."""
+        after = {**self._containers, **change.containers}
+        return [
+            _quota_container(c) for cid, c in sorted(after.items()) if cid not in change.removed
+        ]
+
+    def _free_devices(self, change: _Change, need: GpuNeed) -> dict[str, list[str]]:
+        """Candidate node -> the devices one more container would get there, for the
+        nodes that have them."""
+        after = {**self._containers, **change.containers}
+        found = {}
+        for state in self._candidates():
+            record = self._registry.get(state.name)
+            if record is None:
+                continue
+            taken = [
+                uuid
+                for c in after.values()
+                if c.node == state.name and c.id not in change.removed
+                for uuid in c.gpus
+            ]
+            chosen = pick(need, free_devices(record.inventory, taken))
+            if chosen is not None:
+                found[state.name] = chosen
+        return found
+
     async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome | None:
         """Make the deployment hold ``count`` containers in all: the new ones admitted and
         placed with AUTO beside the existing ones (whatever the deployment's strategy;
-        ``nodes_limit`` still holds), or the newest removed first."""
+        ``nodes_limit`` still holds; one by one when they need GPUs), or the newest
+        removed first."""
         deployment = self._deployments.get((namespace, name))
         if deployment is None:
             return None
@@ -311,19 +406,20 @@ class DeploymentService:
             try:
                 resources = self._normalized(spec)
                 self._check_pool_limits(spec.pool or namespace, resources, count - len(mine))
-                placement = self._placement(
-                    msgspec.structs.replace(spec, count=count - len(mine), strategy="auto"),
-                    resources,
-                    existing,
-                )
-                ids = [_new_id(namespace, name) for _ in range(count - len(mine))]
-                self._admit(namespace, spec, ids, now)
+                more, why = count - len(mine), f", scaled to {count}"
+                if _gpu_need(spec):
+                    self._place_one_by_one(
+                        change, namespace, spec, resources, more, now, existing=existing, why=why
+                    )
+                else:
+                    wider = msgspec.structs.replace(spec, count=more, strategy="auto")
+                    placement = self._placement(wider, resources, existing)
+                    ids = [_new_id(namespace, name) for _ in range(more)]
+                    self._admit(namespace, spec, ids, now)
+                    self._assign_all(change, namespace, spec, placement, ids, now=now, why=why)
             except DeployRefused as refusal:
                 await self._record_refusal(refusal, namespace, name, f"scaling to {count}: ")
                 raise
-            self._assign_all(
-                change, namespace, spec, placement, ids, now=now, why=f", scaled to {count}"
-            )
         for record in reversed(mine[count:]):
             self._release(change, record)
             change.notes.append(_note("deleted", f"scaled down to {count}", record))
@@ -417,21 +513,25 @@ class DeploymentService:
         if deployment is None:
             return
         spec = deployment.spec
-        resources = self._normalized(spec)
         after = {**self._containers, **change.containers}
         existing: dict[str, int] = {}
         for record in after.values():
             same = (record.namespace, record.deployment) == (lost.namespace, lost.deployment)
             if same and record.id not in change.removed:
                 existing[record.node] = existing.get(record.node, 0) + 1
-        views = [self._nodes_state(change, s.name).view() for s in self._candidates()]
         try:
-            placement = place(views, resources, 1, "auto", 0, existing)
-        except PlacementError as error:
-            change.notes.append(_note("refused", f"not placed again: {error.message}", lost))
-            return
-        fresh = [_new_id(lost.namespace, lost.deployment)]
-        self._assign_all(change, lost.namespace, spec, placement, fresh, now=now, why=f", {why}")
+            self._place_one_by_one(
+                change,
+                lost.namespace,
+                spec,
+                self._normalized(spec),
+                1,
+                now,
+                existing=existing,
+                why=f", {why}",
+            )
+        except DeployRefused as refusal:
+            change.notes.append(_note("refused", f"not placed again: {refusal.message}", lost))
 
     async def replace(
         self, container_id: str, image: str, command: list[str] | None
@@ -763,9 +863,10 @@ class DeploymentService:
         *,
         now: float,
         why: str = "",
+        gpus: dict[str, list[str]] | None = None,
     ) -> None:
         """Charge each planned container to its node and record it; ``why`` goes into
-        its history after where it was placed."""
+        its history after where it was placed; ``gpus``: container -> its devices."""
         resources = placement.resources
         pending = iter(ids)
         for node, plans in sorted(placement.plans.items()):
@@ -795,6 +896,7 @@ class DeploymentService:
                     created=now,
                     capacity="",
                     limits=moved.updates[container_id],
+                    gpus=(gpus or {}).get(container_id, []),
                     history=[HistoryEntry(at=now, event="placed", detail=f"on {node}{why}")],
                 )
                 change.notes.append(
@@ -982,7 +1084,15 @@ def _new_id(namespace: str, deployment: str) -> str:
 
 def _quota_requests(spec: DeploymentSpec) -> dict[str, int | str]:
     cpu = spec.resources.cpu
-    return {"cpu": cpu if isinstance(cpu, str) else str(cpu), "memory": spec.resources.memory}
+    wanted: dict[str, int | str] = {
+        "cpu": cpu if isinstance(cpu, str) else str(cpu),
+        "memory": spec.resources.memory,
+    }
+    return wanted | _gpu_need(spec).quota_requests()
+
+
+def _gpu_need(spec: DeploymentSpec) -> GpuNeed:
+    return GpuNeed(whole=spec.resources.gpus, mig=dict(spec.resources.mig))
 
 
 def _candidate(
@@ -1024,6 +1134,7 @@ def _desired(record: ContainerRecord) -> DesiredContainer:
         shared_pool=not record.cpu_bind,
         restart_policy=record.restart_policy,
         capacity=record.capacity,
+        gpus=record.gpus,
     )
 
 

@@ -21,14 +21,20 @@ DEPLOYMENT_PREFIX = "/deployments/"
 CONTAINER_PREFIX = "/containers/"
 
 
+MigProfile = Annotated[str, Meta(pattern=r"^[1-9][0-9]*g\.[1-9][0-9]*gb(\+me)?$")]
+
+
 class ResourcesSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """As the user writes them: cpu in cores ("1.7", "500m", 2), memory in bytes or a
-    quantity ("512Mi"). The limits default to the requests."""
+    quantity ("512Mi"). The limits default to the requests. ``gpus``: whole GPUs per
+    container; ``mig``: MIG devices per container by profile ({"1g.10gb": 1})."""
 
     cpu: str | int | float
     memory: str | int = 0
     cpu_limit: str | int | float | None = None
     memory_limit: str | int | None = None
+    gpus: Annotated[int, Meta(ge=0, le=64)] = 0
+    mig: dict[MigProfile, Annotated[int, Meta(ge=1, le=64)]] = {}
 
 
 class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -71,6 +77,7 @@ class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
     created: float
     capacity: str  # "in-quota", "over-quota", or "" when no quota governs it
     limits: Limits
+    gpus: list[str] = []  # GPU and MIG device UUIDs
     history: list[HistoryEntry] = []
 
 

@@ -118,6 +118,13 @@ def _additional(schema: Mapping[str, Any], value: object, where: str) -> list[st
     return found
 
 
+def _property_names(schema: Mapping[str, Any], value: object, where: str) -> list[str]:
+    if not isinstance(value, dict):
+        return []
+    names = schema["propertyNames"]
+    return [p for name in value for p in problems(names, name, f"{where} key {name!r}")]
+
+
 def _items(schema: Mapping[str, Any], value: object, where: str) -> list[str]:
     if not isinstance(value, list):
         return []
@@ -152,6 +159,7 @@ _CHECKS = {
     "properties": _properties,
     "required": _required,
     "additionalProperties": _additional,
+    "propertyNames": _property_names,
     "items": _items,
     "minimum": _bound("minimum"),
     "maximum": _bound("maximum"),
@@ -171,6 +179,10 @@ _CHECKS = {
         ({"$ref": "#/components/schemas/NodeState"}, "gone"),
         ({"$ref": "#/components/schemas/Gpu"}, {"numa": "0"}),
         ({"$ref": "#/components/schemas/DeploymentSpec"}, ex.DEPLOYMENT_SPEC | {"name": "Web!"}),
+        (
+            {"$ref": "#/components/schemas/ResourcesSpec"},
+            {"cpu": "1", "mig": {"3G.40GB": 1}},
+        ),
         ({"$ref": "#/components/schemas/NodeList"}, {"nodes": [{"name": "n"}]}),
         ({"$ref": "#/components/schemas/Inventory"}, ex.INVENTORY | {"online": "0-"}),
     ],
