@@ -291,7 +291,9 @@ class DeploymentService:
             if refusal.reason != "capacity" or spec.strategy != "auto":
                 raise
             try:
-                return self._place_preempting(change, namespace, spec, resources, now)
+                return self._place_one_by_one(
+                    change, namespace, spec, resources, spec.count, now, preempt=True
+                )
             except DeployRefused as preempting:
                 if preempting.reason != "capacity":
                     raise
@@ -317,11 +319,14 @@ class DeploymentService:
         *,
         existing: dict[str, int] | None = None,
         why: str = "",
+        preempt: bool = False,
     ) -> list[str]:
         """``count`` more containers of ``spec`` into ``change``, each admitted, then
         placed with AUTO beside ``existing`` (node -> containers of the deployment there)
         on the ready nodes -- only those that still have the devices, when it needs GPUs,
-        which it gets in inventory order. ``DeployRefused`` when one cannot be placed."""
+        which it gets in inventory order. With ``preempt``, one that finds no room takes
+        it from over-quota containers of other quotas where the quota rules allow it.
+        ``DeployRefused`` when one cannot be placed."""
         need = _gpu_need(spec)
         counted = self._counted(change)
         beside = dict(existing or {})
@@ -344,9 +349,13 @@ class DeploymentService:
             try:
                 placement = place(views, resources, 1, "auto", spec.nodes_limit, beside)
             except PlacementError as error:
-                refusal = _refused("capacity", error, 409)
-                refusal.details["admitted_before_refusal"] = index
-                raise refusal from error
+                if not preempt:
+                    refusal = _refused("capacity", error, 409)
+                    refusal.details["admitted_before_refusal"] = index
+                    raise refusal from error
+                node = self._preempt_for(change, candidate, views, counted, now)
+                counted = [c for c in counted if c.name not in change.removed]
+                placement = self._placement_on(change, node, resources, index)
             (node,) = placement.plans
             gpus = {container_id: devices[node]} if need else None
             self._assign_all(
@@ -723,37 +732,6 @@ class DeploymentService:
             )
         except PlacementError as error:
             raise _refused("invalid", error, 422) from error
-
-    def _place_preempting(
-        self,
-        change: _Change,
-        namespace: str,
-        spec: DeploymentSpec,
-        resources: Normalized,
-        now: float,
-    ) -> list[str]:
-        """Place ``spec.count`` containers one at a time into ``change``, preempting where
-        one finds no room and the quota rules allow it; ``DeployRefused`` otherwise."""
-        counted = self.quota_containers()
-        existing: dict[str, int] = {}
-        ids: list[str] = []
-        for index in range(spec.count):
-            container_id = _new_id(namespace, spec.name)
-            candidate = _candidate(container_id, namespace, spec, now)
-            self._check_admission(counted, candidate, {"admitted_before_refusal": index})
-            views = [self._nodes_state(change, s.name).view() for s in self._candidates()]
-            try:
-                placement = place(views, resources, 1, "auto", spec.nodes_limit, existing)
-            except PlacementError:
-                node = self._preempt_for(change, candidate, views, counted, now)
-                counted = [c for c in counted if c.name not in change.removed]
-                placement = self._placement_on(change, node, resources, index)
-            self._assign_all(change, namespace, spec, placement, [container_id], now=now)
-            node = change.containers[container_id].node
-            counted.append(msgspec.structs.replace(candidate, node=node))
-            existing[node] = existing.get(node, 0) + 1
-            ids.append(container_id)
-        return ids
 
     def _preempt_for(
         self,
