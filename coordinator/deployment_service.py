@@ -164,7 +164,11 @@ class DeploymentService:
         self._share_base = share_base
         self._clock = clock
         self._nodes: dict[str, NodeState] = {}
-        self._node_revision: dict[str, int] = {}  # store revision a node's records are at
+        # The store revision of each node's allocation key, which a commit compares, and
+        # the revision of the node's desired state (its allocation or any of its
+        # containers), which only grows and goes to its agent.
+        self._allocation_revision: dict[str, int] = {}
+        self._node_revision: dict[str, int] = {}
         self._containers: dict[str, ContainerRecord] = {}
         self._deployments: dict[tuple[str, str], DeploymentRecord] = {}
         self._observed: dict[str, ContainerStatus] = {}
@@ -190,6 +194,7 @@ class DeploymentService:
         for entry in await store.range(ALLOCATION_PREFIX):
             state = loaded(_decode_node.decode(entry.value))
             service._nodes[state.name] = state
+            service._allocation_revision[state.name] = entry.mod_revision
             service._node_revision[state.name] = entry.mod_revision
         for entry in await store.range(CONTAINER_PREFIX):
             record = _decode_container.decode(entry.value)
@@ -950,7 +955,7 @@ class DeploymentService:
             dict(self._deployments),
         )
         compares = tuple(
-            Compare(allocation_key(node), self._node_revision.get(node, 0))
+            Compare(allocation_key(node), self._allocation_revision.get(node, 0))
             for node in sorted(change.nodes)
         )
         puts = {allocation_key(n): to_json(stored(s)) for n, s in change.nodes.items()}
@@ -994,6 +999,8 @@ class DeploymentService:
         touched = set(change.nodes) | {r.node for r in change.containers.values()}
         removed_nodes = {before[1][cid].node for cid in change.removed if cid in before[1]}
         touched |= removed_nodes
+        for node in change.nodes:
+            self._allocation_revision[node] = result.revision
         for node in touched:
             self._node_revision[node] = result.revision
         for listener in self._listeners:
@@ -1017,9 +1024,8 @@ class DeploymentService:
                 entry = HistoryEntry(at=now, event="relabelled", detail=label or "unmanaged")
                 history = record.history if not record.capacity else [*record.history, entry]
                 if record.capacity:
-                    change.notes.append(
-                        _note("relabelled", f"{record.capacity} -> {label}", record)
-                    )
+                    moved = f"{record.capacity} -> {label or 'unmanaged'}"
+                    change.notes.append(_note("relabelled", moved, record))
                 change.containers[cid] = msgspec.structs.replace(
                     record, capacity=label, history=history
                 )

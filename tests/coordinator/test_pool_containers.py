@@ -112,3 +112,22 @@ async def test_a_pool_limit_refuses_a_deployment_beyond_it_over_the_whole_subtre
         "limit": 2.5,
     }
     await ws.close()
+
+
+async def test_a_node_whose_containers_changed_without_its_allocation_takes_new_ones(
+    fast_pools: Coordinator,
+) -> None:
+    """A pool share rewrites containers' limits but not the node's allocation record; the
+    next placement on that node must not mistake that for another writer."""
+    ws = await register(fast_pools, "node-a")
+    for team in ("team-a", "team-b"):
+        await call(fast_pools, "PUT", f"/v1/pools/{team}", {"weight": 1.0})
+        await call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch"))
+    for _ in range(100):
+        views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
+        if all(view["record"]["limits"]["cpu_quota"] == 50_000 for view in views):
+            break
+        await asyncio.sleep(0.05)
+    more = unbound("more") | {"count": 1, "resources": {"cpu": "0.1", "memory": "16Mi"}}
+    await call(fast_pools, "POST", "/v1/namespaces/team-a/deployments", more)
+    await ws.close()
