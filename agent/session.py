@@ -124,7 +124,7 @@ async def _session(
             retries=retries,
         )
         notify(f"STATUS=registered with {config.server} as {welcome.node}")
-        runtime.set_desired(welcome.revision, welcome.containers, full=True)
+        runtime.set_desired(welcome.revision, welcome.containers, full=True, welcome=True)
         helpers = [
             asyncio.create_task(_heartbeats(ws, runtime, welcome.heartbeat_seconds)),
             asyncio.create_task(_reports(ws, runtime)),

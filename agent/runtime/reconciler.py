@@ -111,9 +111,13 @@ class Runtime:
         *,
         full: bool,
         removed: Iterable[str] = (),
+        welcome: bool = False,
     ) -> None:
-        """Take a desired state: the whole of it (``full``) or the changed containers."""
-        if self._desired is not None and revision < self._revision:
+        """Take a desired state: the whole of it (``full``) or the changed containers.
+        Within a session revisions only grow, so an older one is ignored; a ``welcome``
+        is taken whatever its revision, since it is the coordinator's word on connecting
+        (one whose store was reset starts again from revision 0)."""
+        if not welcome and self._desired is not None and revision < self._revision:
             log.warning("stale desired state ignored", revision=revision, current=self._revision)
             return
         desired = {} if full or self._desired is None else dict(self._desired)

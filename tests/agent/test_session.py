@@ -231,3 +231,13 @@ async def test_a_welcome_resets_the_backoff() -> None:
         # With the backoff reset by every welcome each retry waits at most 0.05 s; without
         # it the waits would grow to the 0.2 s cap and 20 sessions would take over 3 s.
         await eventually(lambda: len(coordinator.hellos) >= 20, within=2.5)
+
+
+def test_a_welcome_is_taken_even_below_the_revision_held() -> None:
+    """A coordinator whose store was reset welcomes at revision 0: its word stands."""
+    runtime = idle_runtime(make_inventory())
+    runtime.set_desired(9, [], full=True)
+    runtime.set_desired(3, [], full=True)  # a stale push in a session: ignored
+    assert runtime.desired_revision == 9
+    runtime.set_desired(0, [], full=True, welcome=True)
+    assert runtime.desired_revision == 0
