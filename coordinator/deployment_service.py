@@ -35,7 +35,6 @@ state.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ from coordinator.deployments.node_records import (
     loaded,
     stored,
 )
+from coordinator.deployments.outcome import DeployOutcome, DeployRefused, refused_by_placement
 from coordinator.deployments.records import (
     CONTAINER_PREFIX,
     DEPLOYMENT_PREFIX,
@@ -62,7 +62,17 @@ from coordinator.deployments.records import (
     container_key,
     deployment_key,
 )
-from coordinator.errors import ApiError
+from coordinator.deployments.translate import (
+    desired_container,
+    gpu_need,
+    limits_change,
+    new_id,
+    note_for,
+    quota_candidate,
+    quota_container,
+    quota_requests,
+    subtree,
+)
 from coordinator.events import EventLog, Note
 from coordinator.nodes import NodeState as NodeHealth
 from coordinator.placement import (
@@ -110,25 +120,6 @@ Listener = Callable[[Sequence[str]], Awaitable[None]]
 CORDON_PREFIX = "/cordoned/"
 MIN_CPU_QUOTA = 1000  # microseconds: the kernel refuses a CFS quota below 1 ms
 QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less is ignored
-
-
-class DeployRefused(ApiError):
-    """A decision that cannot be made; nothing changed. ``reason`` is quota, capacity,
-    invalid or conflict (also in ``details``); ``status`` the HTTP status. An HTTP error
-    as it is, so that a handler need not translate it."""
-
-    def __init__(
-        self, reason: str, code: str, message: str, status: int, details: dict[str, object]
-    ) -> None:
-        super().__init__(message, code=code, details={"reason": reason, **details})
-        self.reason = reason
-        self.status = status
-
-
-@dataclass(frozen=True)
-class DeployOutcome:
-    deployment: DeploymentRecord
-    containers: list[ContainerRecord]
 
 
 @dataclass
@@ -238,7 +229,7 @@ class DeploymentService:
     def desired(self, node: str) -> tuple[int, list[DesiredContainer]]:
         """The node's desired state and its revision (which only grows)."""
         on_node = [c for c in self.containers() if c.node == node]
-        return self._node_revision.get(node, 0), [_desired(c) for c in on_node]
+        return self._node_revision.get(node, 0), [desired_container(c) for c in on_node]
 
     def observe(self, node: str, status: Status) -> None:
         """What the node's agent reports it holds."""
@@ -249,7 +240,7 @@ class DeploymentService:
 
     def quota_containers(self) -> list[QuotaContainer]:
         """Every container holding an allocation, as the quota engine counts them."""
-        return [_quota_container(c) for c in self.containers()]
+        return [quota_container(c) for c in self.containers()]
 
     # -- deciding ------------------------------------------------------------------
 
@@ -288,7 +279,7 @@ class DeploymentService:
         """Admit and place a new deployment's containers into ``change``: all at once by
         its strategy; or one at a time, preempting where allowed, when they do not fit
         (AUTO); or one at a time on the nodes with the devices, when they need GPUs."""
-        if _gpu_need(spec):
+        if gpu_need(spec):
             return self._place_one_by_one(change, namespace, spec, resources, spec.count, now)
         try:
             placement = self._placement(spec, resources)
@@ -308,7 +299,7 @@ class DeploymentService:
                 )
                 raise refusal from preempting
         total = sum(len(plans) for plans in placement.plans.values())  # EACH: per node
-        ids = [_new_id(namespace, spec.name) for _ in range(total)]
+        ids = [new_id(namespace, spec.name) for _ in range(total)]
         self._admit(namespace, spec, ids, now)
         self._assign_all(change, namespace, spec, placement, ids, now=now)
         return ids
@@ -332,13 +323,13 @@ class DeploymentService:
         which it gets in inventory order. With ``preempt``, one that finds no room takes
         it from over-quota containers of other quotas where the quota rules allow it.
         ``DeployRefused`` when one cannot be placed."""
-        need = _gpu_need(spec)
+        need = gpu_need(spec)
         counted = self._counted(change)
         beside = dict(existing or {})
         ids: list[str] = []
         for index in range(count):
-            container_id = _new_id(namespace, spec.name)
-            candidate = _candidate(container_id, namespace, spec, now)
+            container_id = new_id(namespace, spec.name)
+            candidate = quota_candidate(container_id, namespace, spec, now)
             self._check_admission(counted, candidate, {"admitted_before_refusal": index})
             devices = self._free_devices(change, need) if need else {}
             names = sorted(devices) if need else [s.name for s in self._candidates()]
@@ -355,7 +346,7 @@ class DeploymentService:
                 placement = place(views, resources, 1, "auto", spec.nodes_limit, beside)
             except PlacementError as error:
                 if not preempt:
-                    refusal = _refused("capacity", error, 409)
+                    refusal = refused_by_placement("capacity", error, 409)
                     refusal.details["admitted_before_refusal"] = index
                     raise refusal from error
                 node = self._preempt_for(change, candidate, views, counted, now)
@@ -374,9 +365,7 @@ class DeploymentService:
     def _counted(self, change: _Change) -> list[QuotaContainer]:
         """The containers the quota engine counts once ``change`` is applied."""
         after = {**self._containers, **change.containers}
-        return [
-            _quota_container(c) for cid, c in sorted(after.items()) if cid not in change.removed
-        ]
+        return [quota_container(c) for cid, c in sorted(after.items()) if cid not in change.removed]
 
     def _free_devices(self, change: _Change, need: GpuNeed) -> dict[str, list[str]]:
         """Candidate node -> the devices one more container would get there, for the
@@ -421,14 +410,14 @@ class DeploymentService:
                 resources = self._normalized(spec)
                 self._check_pool_limits(spec.pool or namespace, resources, count - len(mine))
                 more, why = count - len(mine), f", scaled to {count}"
-                if _gpu_need(spec):
+                if gpu_need(spec):
                     self._place_one_by_one(
                         change, namespace, spec, resources, more, now, existing=existing, why=why
                     )
                 else:
                     wider = msgspec.structs.replace(spec, count=more, strategy="auto")
                     placement = self._placement(wider, resources, existing)
-                    ids = [_new_id(namespace, name) for _ in range(more)]
+                    ids = [new_id(namespace, name) for _ in range(more)]
                     self._admit(namespace, spec, ids, now)
                     self._assign_all(change, namespace, spec, placement, ids, now=now, why=why)
             except DeployRefused as refusal:
@@ -436,7 +425,7 @@ class DeploymentService:
                 raise
         for record in reversed(mine[count:]):
             self._release(change, record)
-            change.notes.append(_note("deleted", f"scaled down to {count}", record))
+            change.notes.append(note_for("deleted", f"scaled down to {count}", record))
         updated = msgspec.structs.replace(
             deployment, spec=msgspec.structs.replace(spec, count=count)
         )
@@ -463,8 +452,10 @@ class DeploymentService:
             moved = realloc(state, container_id, delta)
         except PlacementError as error:
             status = 422 if error.kind == "invalid_request" else 409
-            refusal = _refused("invalid" if status == 422 else "capacity", error, status)
-            await self.events.record([_note("refused", f"realloc: {error.message}", record)])
+            refusal = refused_by_placement(
+                "invalid" if status == 422 else "capacity", error, status
+            )
+            await self.events.record([note_for("refused", f"realloc: {error.message}", record)])
             raise refusal from error
         if not moved.updates:
             return record
@@ -477,7 +468,7 @@ class DeploymentService:
         try:
             self._admit_one(grown)
         except DeployRefused as refusal:
-            await self.events.record([_note("refused", f"realloc: {refusal.message}", record)])
+            await self.events.record([note_for("refused", f"realloc: {refusal.message}", record)])
             raise
         now = self._clock()
         change = _Change(nodes={record.node: moved.state})
@@ -486,12 +477,12 @@ class DeploymentService:
         self._record_limits(change, moved.updates, record.node, now)
         after = change.containers[container_id]
         entry = HistoryEntry(
-            at=now, event="realloc", detail=_limits_change(old_limits, after.limits)
+            at=now, event="realloc", detail=limits_change(old_limits, after.limits)
         )
         change.containers[container_id] = msgspec.structs.replace(
             after, history=[*record.history, entry]
         )
-        change.notes.append(_note("realloc", entry.detail, record))
+        change.notes.append(note_for("realloc", entry.detail, record))
         await self._apply(change)
         return self._containers[container_id]
 
@@ -511,7 +502,7 @@ class DeploymentService:
         for record in gone:
             self._release(change, record)
             why = f"node {record.node} lost for more than {grace_seconds:g}s"
-            change.notes.append(_note("released", why, record))
+            change.notes.append(note_for("released", why, record))
         for record in gone:
             if record.restart_policy != "no":
                 self._place_again(
@@ -545,7 +536,7 @@ class DeploymentService:
                 why=f", {why}",
             )
         except DeployRefused as refusal:
-            change.notes.append(_note("refused", f"not placed again: {refusal.message}", lost))
+            change.notes.append(note_for("refused", f"not placed again: {refusal.message}", lost))
 
     async def replace(
         self, container_id: str, image: str, command: list[str] | None
@@ -557,7 +548,7 @@ class DeploymentService:
         record = self._containers.get(container_id)
         if record is None:
             return None
-        fresh = _new_id(record.namespace, record.deployment)
+        fresh = new_id(record.namespace, record.deployment)
         state = self._nodes[record.node]
         moved = replace(state, container_id, fresh)
         now = self._clock()
@@ -571,7 +562,7 @@ class DeploymentService:
             created=now,
             history=[*record.history, entry],
         )
-        change.notes.append(_note("replaced", f"by {fresh} with image {image}", record))
+        change.notes.append(note_for("replaced", f"by {fresh} with image {image}", record))
         await self._apply(change)
         return self._containers[fresh]
 
@@ -588,7 +579,7 @@ class DeploymentService:
         demands = self.pool_demands()
         name: str | None = pool
         while name is not None and name in pools:
-            within = _subtree(pools, name)
+            within = subtree(pools, name)
             for resource, limit in (pools[name].get("resource_limits") or {}).items():
                 used = sum(demands.get(member, {}).get(resource, 0.0) for member in within)
                 if used + adding.get(resource, 0.0) > float(limit):
@@ -654,7 +645,9 @@ class DeploymentService:
             moved = set_node(state, mode, **fields)
         except PlacementError as error:
             status = 422 if error.kind == "invalid_request" else 409
-            raise _refused("invalid" if status == 422 else "capacity", error, status) from error
+            raise refused_by_placement(
+                "invalid" if status == 422 else "capacity", error, status
+            ) from error
         change = _Change(nodes={node: moved.state})
         self._record_limits(change, moved.updates, node, self._clock())
         offered = f"{len(moved.state.cores)} cores, {format_memory(moved.state.memory)}"
@@ -693,7 +686,7 @@ class DeploymentService:
         change = _Change()
         for record in gone:
             self._release(change, record)
-            change.notes.append(_note("released", f"node {node} drained", record))
+            change.notes.append(note_for("released", f"node {node} drained", record))
         for record in gone:
             self._place_again(change, record, now, why=f"moved off drained node {node}")
         await self._apply(change)
@@ -703,7 +696,7 @@ class DeploymentService:
         record = self._containers.get(container_id)
         if record is None:
             return None
-        change = _Change(notes=[_note("deleted", "on request", record)])
+        change = _Change(notes=[note_for("deleted", "on request", record)])
         self._release(change, record)
         await self._apply(change)
         return record
@@ -715,7 +708,7 @@ class DeploymentService:
         gone = [c for c in self.containers() if (c.namespace, c.deployment) == (namespace, name)]
         for record in gone:
             self._release(change, record)
-            change.notes.append(_note("deleted", "its deployment was deleted", record))
+            change.notes.append(note_for("deleted", "its deployment was deleted", record))
         await self._apply(change)
         return [record.id for record in gone]
 
@@ -736,7 +729,7 @@ class DeploymentService:
                 self._share_base,
             )
         except PlacementError as error:
-            raise _refused("invalid", error, 422) from error
+            raise refused_by_placement("invalid", error, 422) from error
 
     def _preempt_for(
         self,
@@ -778,7 +771,7 @@ class DeploymentService:
             victim = {**self._containers, **change.containers}[key.split("/", 1)[1]]
             self._release(change, victim)
             why = f"by {candidate.name} of {candidate.namespace}: {plan.reason}"
-            change.notes.append(_note("preempted", why, victim))
+            change.notes.append(note_for("preempted", why, victim))
         change.preemptions.extend(plan.records(now))
         return node
 
@@ -790,7 +783,7 @@ class DeploymentService:
         try:
             return place([self._nodes_state(change, node).view()], resources, 1, "auto")
         except PlacementError as error:
-            refusal = _refused("capacity", error, 409)
+            refusal = refused_by_placement("capacity", error, 409)
             refusal.details["admitted_before_refusal"] = index
             raise refusal from error
 
@@ -798,13 +791,13 @@ class DeploymentService:
         """Each new container in turn against its quota's max (quotas spec 6)."""
         counted = self.quota_containers()
         for index, container_id in enumerate(ids):
-            candidate = _candidate(container_id, namespace, spec, now)
+            candidate = quota_candidate(container_id, namespace, spec, now)
             self._check_admission(counted, candidate, {"admitted_before_refusal": index})
             counted.append(candidate)
 
     def _admit_one(self, record: ContainerRecord) -> None:
         """A container's new requests against its quota's max (itself counted once)."""
-        self._check_admission(self.quota_containers(), _quota_container(record), {})
+        self._check_admission(self.quota_containers(), quota_container(record), {})
 
     def _check_admission(
         self, counted: list[QuotaContainer], candidate: QuotaContainer, extra: dict[str, object]
@@ -832,7 +825,7 @@ class DeploymentService:
         try:
             return place(views, resources, spec.count, spec.strategy, spec.nodes_limit, existing)
         except PlacementError as error:
-            refusal = _refused("capacity", error, 409)
+            refusal = refused_by_placement("capacity", error, 409)
             refusal.details["capacities"] = Planner(views, resources).capacities()
             raise refusal from error
 
@@ -859,7 +852,7 @@ class DeploymentService:
                 try:
                     moved = assign(state, container_id, plan, resources)
                 except PlacementError as error:  # the plan was made on this very state
-                    raise _refused("capacity", error, 409) from error
+                    raise refused_by_placement("capacity", error, 409) from error
                 state = moved.state
                 self._record_limits(change, moved.updates, node, now)
                 change.containers[container_id] = ContainerRecord(
@@ -873,7 +866,7 @@ class DeploymentService:
                     labels=dict(spec.labels),
                     restart_policy=spec.restart_policy,
                     cpu_bind=spec.cpu_bind,
-                    requests=_quota_requests(spec),
+                    requests=quota_requests(spec),
                     priority=spec.priority,
                     pool=spec.pool or namespace,
                     created=now,
@@ -1011,7 +1004,7 @@ class DeploymentService:
         after = {**self._containers, **change.containers}
         for cid in change.removed:
             after.pop(cid, None)
-        counted = [_quota_container(c) for c in after.values()]
+        counted = [quota_container(c) for c in after.values()]
         labels: dict[str, str] = {}
         for quota in self._quotas.all():
             labels |= label_containers(
@@ -1025,105 +1018,7 @@ class DeploymentService:
                 history = record.history if not record.capacity else [*record.history, entry]
                 if record.capacity:
                     moved = f"{record.capacity} -> {label or 'unmanaged'}"
-                    change.notes.append(_note("relabelled", moved, record))
+                    change.notes.append(note_for("relabelled", moved, record))
                 change.containers[cid] = msgspec.structs.replace(
                     record, capacity=label, history=history
                 )
-
-
-def _subtree(pools: dict[str, Any], root: str) -> set[str]:
-    """``root`` and every pool below it."""
-    members = {root}
-    grew = True
-    while grew:
-        below = {name for name, pool in pools.items() if pool.get("parent") in members}
-        grew = not below <= members
-        members |= below
-    return members
-
-
-def _note(kind: str, reason: str, record: ContainerRecord) -> Note:
-    return Note(
-        kind,
-        reason,
-        namespace=record.namespace,
-        deployment=record.deployment,
-        container=record.id,
-        node=record.node,
-    )
-
-
-def _limits_change(before: Limits, after: Limits) -> str:
-    changed = [
-        f"{name} {getattr(before, name)} -> {getattr(after, name)}"
-        for name in before.__struct_fields__
-        if getattr(before, name) != getattr(after, name)
-    ]
-    return "; ".join(changed) or "no change"
-
-
-def _new_id(namespace: str, deployment: str) -> str:
-    return f"{namespace}-{deployment}-{secrets.token_hex(4)}"
-
-
-def _quota_requests(spec: DeploymentSpec) -> dict[str, int | str]:
-    cpu = spec.resources.cpu
-    wanted: dict[str, int | str] = {
-        "cpu": cpu if isinstance(cpu, str) else str(cpu),
-        "memory": spec.resources.memory,
-    }
-    return wanted | _gpu_need(spec).quota_requests()
-
-
-def _gpu_need(spec: DeploymentSpec) -> GpuNeed:
-    return GpuNeed(whole=spec.resources.gpus, mig=dict(spec.resources.mig))
-
-
-def _candidate(
-    container_id: str, namespace: str, spec: DeploymentSpec, now: float
-) -> QuotaContainer:
-    """A new container of ``spec`` as the quota engine weighs it for admission."""
-    return QuotaContainer(
-        name=container_id,
-        namespace=namespace,
-        requests=_quota_requests(spec),
-        priority=spec.priority,
-        created=now,
-        running=True,
-    )
-
-
-def _quota_container(record: ContainerRecord) -> QuotaContainer:
-    return QuotaContainer(
-        name=record.id,
-        namespace=record.namespace,
-        requests=dict(record.requests),
-        priority=record.priority,
-        created=record.created,
-        running=True,
-        node=record.node,
-    )
-
-
-def _desired(record: ContainerRecord) -> DesiredContainer:
-    return DesiredContainer(
-        id=record.id,
-        image=record.image,
-        namespace=record.namespace,
-        deployment=record.deployment,
-        command=record.command,
-        env=record.env,
-        labels=record.labels,
-        limits=record.limits,
-        shared_pool=not record.cpu_bind,
-        restart_policy=record.restart_policy,
-        capacity=record.capacity,
-        gpus=record.gpus,
-    )
-
-
-def _refused(reason: str, error: PlacementError, status: int) -> DeployRefused:
-    details: dict[str, object] = {
-        k: v for k, v in error.details.items() if isinstance(v, str | int | float | bool)
-    }
-    return DeployRefused(reason, error.kind, error.message, status, details)

@@ -20,7 +20,8 @@ import msgspec
 from aiohttp import web
 
 from coordinator.api import json_response, read_body
-from coordinator.deployment_service import DeploymentService, DeployRefused
+from coordinator.deployment_service import DeploymentService
+from coordinator.deployments.outcome import DeployRefused
 from coordinator.errors import NotFound
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import NodeState

@@ -1,2 +1,4 @@
-"""Deployments: what users ask for (``DeploymentSpec``), what the coordinator keeps
-(``records``), and how a node's allocations are stored (``node_records``)."""
+"""Deployments: what users ask for and what is stored (``records``), how a node's
+allocations are stored (``node_records``), GPU devices (``gpus``), translations for the
+quota engine, the agents and the event log (``translate``), and what a decision gives
+back (``outcome``). The service that decides is ``coordinator.deployment_service``."""

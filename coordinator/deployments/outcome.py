@@ -1,0 +1,36 @@
+"""What a deployment decision gives back: the containers placed, or a refusal that is
+an HTTP error as it is (reason, rule code, status and the numbers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coordinator.deployments.records import ContainerRecord, DeploymentRecord
+from coordinator.errors import ApiError
+from coordinator.placement import PlacementError
+
+
+class DeployRefused(ApiError):
+    """A decision that cannot be made; nothing changed. ``reason`` is quota, capacity,
+    invalid or conflict (also in ``details``); ``status`` the HTTP status. An HTTP error
+    as it is, so that a handler need not translate it."""
+
+    def __init__(
+        self, reason: str, code: str, message: str, status: int, details: dict[str, object]
+    ) -> None:
+        super().__init__(message, code=code, details={"reason": reason, **details})
+        self.reason = reason
+        self.status = status
+
+
+@dataclass(frozen=True)
+class DeployOutcome:
+    deployment: DeploymentRecord
+    containers: list[ContainerRecord]
+
+
+def refused_by_placement(reason: str, error: PlacementError, status: int) -> DeployRefused:
+    details: dict[str, object] = {
+        k: v for k, v in error.details.items() if isinstance(v, str | int | float | bool)
+    }
+    return DeployRefused(reason, error.kind, error.message, status, details)

@@ -1,0 +1,105 @@
+"""Containers as the other parts see them: the quota engine (requests, candidates), the
+agent (the desired container), the event log (notes), the pool tree (subtrees). Pure,
+but for ``new_id``'s random suffix."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from coordinator.deployments.gpus import GpuNeed
+from coordinator.deployments.records import ContainerRecord, DeploymentSpec
+from coordinator.events import Note
+from coordinator.quotas import Container as QuotaContainer
+from shared.protocol import DesiredContainer, Limits
+
+
+def subtree(pools: dict[str, Any], root: str) -> set[str]:
+    """``root`` and every pool below it."""
+    members = {root}
+    grew = True
+    while grew:
+        below = {name for name, pool in pools.items() if pool.get("parent") in members}
+        grew = not below <= members
+        members |= below
+    return members
+
+
+def note_for(kind: str, reason: str, record: ContainerRecord) -> Note:
+    return Note(
+        kind,
+        reason,
+        namespace=record.namespace,
+        deployment=record.deployment,
+        container=record.id,
+        node=record.node,
+    )
+
+
+def limits_change(before: Limits, after: Limits) -> str:
+    changed = [
+        f"{name} {getattr(before, name)} -> {getattr(after, name)}"
+        for name in before.__struct_fields__
+        if getattr(before, name) != getattr(after, name)
+    ]
+    return "; ".join(changed) or "no change"
+
+
+def new_id(namespace: str, deployment: str) -> str:
+    return f"{namespace}-{deployment}-{secrets.token_hex(4)}"
+
+
+def quota_requests(spec: DeploymentSpec) -> dict[str, int | str]:
+    cpu = spec.resources.cpu
+    wanted: dict[str, int | str] = {
+        "cpu": cpu if isinstance(cpu, str) else str(cpu),
+        "memory": spec.resources.memory,
+    }
+    return wanted | gpu_need(spec).quota_requests()
+
+
+def gpu_need(spec: DeploymentSpec) -> GpuNeed:
+    return GpuNeed(whole=spec.resources.gpus, mig=dict(spec.resources.mig))
+
+
+def quota_candidate(
+    container_id: str, namespace: str, spec: DeploymentSpec, now: float
+) -> QuotaContainer:
+    """A new container of ``spec`` as the quota engine weighs it for admission."""
+    return QuotaContainer(
+        name=container_id,
+        namespace=namespace,
+        requests=quota_requests(spec),
+        priority=spec.priority,
+        created=now,
+        running=True,
+    )
+
+
+def quota_container(record: ContainerRecord) -> QuotaContainer:
+    return QuotaContainer(
+        name=record.id,
+        namespace=record.namespace,
+        requests=dict(record.requests),
+        priority=record.priority,
+        created=record.created,
+        running=True,
+        node=record.node,
+    )
+
+
+def desired_container(record: ContainerRecord) -> DesiredContainer:
+    return DesiredContainer(
+        id=record.id,
+        image=record.image,
+        namespace=record.namespace,
+        deployment=record.deployment,
+        command=record.command,
+        env=record.env,
+        labels=record.labels,
+        limits=record.limits,
+        shared_pool=not record.cpu_bind,
+        restart_policy=record.restart_policy,
+        capacity=record.capacity,
+        gpus=record.gpus,
+    )
