@@ -258,7 +258,14 @@ def _quota(q: QuotaView) -> str:
 
 
 def _amounts(amounts: dict[str, int | str]) -> str:
-    return ", ".join(f"{r}={v}" for r, v in amounts.items()) or "-"
+    """``cpu=1.5, memory=160Mi``: memory in binary units, the rest as the API gives it."""
+    return ", ".join(f"{r}={_amount(r, v)}" for r, v in amounts.items()) or "-"
+
+
+def _amount(resource: str, value: int | str) -> str:
+    if resource == "memory" and isinstance(value, int):
+        return format_memory_approx(value)
+    return str(value)
 
 
 def pools_table(body: bytes) -> str:
