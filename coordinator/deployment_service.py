@@ -511,12 +511,14 @@ class DeploymentService:
         await self._apply(change)
         return [record.id for record in gone]
 
-    def _place_again(self, change: _Change, lost: ContainerRecord, now: float, *, why: str) -> None:
+    def _place_again(
+        self, change: _Change, lost: ContainerRecord, now: float, *, why: str
+    ) -> str | None:
         """A new container of ``lost``'s deployment, placed like one more of it; if the
-        ready nodes have no room that is an event and it is left out."""
+        ready nodes have no room that is an event and it is left out. The new id."""
         deployment = self._deployments.get((lost.namespace, lost.deployment))
         if deployment is None:
-            return
+            return None
         spec = deployment.spec
         after = {**self._containers, **change.containers}
         existing: dict[str, int] = {}
@@ -525,7 +527,7 @@ class DeploymentService:
             if same and record.id not in change.removed:
                 existing[record.node] = existing.get(record.node, 0) + 1
         try:
-            self._place_one_by_one(
+            (fresh,) = self._place_one_by_one(
                 change,
                 lost.namespace,
                 spec,
@@ -537,6 +539,8 @@ class DeploymentService:
             )
         except DeployRefused as refusal:
             change.notes.append(note_for("refused", f"not placed again: {refusal.message}", lost))
+            return None
+        return fresh
 
     async def replace(
         self, container_id: str, image: str, command: list[str] | None
@@ -674,23 +678,26 @@ class DeploymentService:
         else:
             self._cordoned.discard(node)
 
-    async def drain(self, node: str) -> list[str]:
+    async def drain(self, node: str) -> dict[str, str | None]:
         """Cordon the node and move every container off it: each is released and placed
         again on the other nodes in the same commit (one with no room elsewhere is
-        released all the same, and the refusal is an event). The ids moved."""
+        released all the same, and the refusal is an event). Each id released -> the id
+        of the container placed in its stead (None when there was no room)."""
         await self.cordon(node, True)
         gone = [c for c in self.containers() if c.node == node]
         if not gone:
-            return []
+            return {}
         now = self._clock()
         change = _Change()
         for record in gone:
             self._release(change, record)
             change.notes.append(note_for("released", f"node {node} drained", record))
-        for record in gone:
-            self._place_again(change, record, now, why=f"moved off drained node {node}")
+        moved = {
+            record.id: self._place_again(change, record, now, why=f"moved off drained node {node}")
+            for record in gone
+        }
         await self._apply(change)
-        return [record.id for record in gone]
+        return moved
 
     async def delete_container(self, container_id: str) -> ContainerRecord | None:
         record = self._containers.get(container_id)

@@ -7,7 +7,8 @@
                                         "numa_memory": {numa: bytes}}
     POST  /v1/nodes/{name}/cordon       no new containers there
     POST  /v1/nodes/{name}/uncordon
-    POST  /v1/nodes/{name}/drain        cordon, and move every container elsewhere
+    POST  /v1/nodes/{name}/drain        cordon, and move every container elsewhere: the
+                                        ids released, and each one's replacement
 
 Changing a node is admin-only; reading its allocation is open to any token.
 """
@@ -83,7 +84,9 @@ async def drain(request: web.Request) -> web.Response:
     service, node = _service_and_node(request)
     _known(service, node)
     moved = await service.drain(node)
-    return json_response({"node": node, "cordoned": True, "released": moved})
+    return json_response(
+        {"node": node, "cordoned": True, "released": list(moved), "placed_again": moved}
+    )
 
 
 async def _cordoned(request: web.Request, cordoned: bool) -> web.Response:

@@ -68,6 +68,10 @@ DRAINED: dict[str, Any] = {
     "node": "node-a",
     "cordoned": True,
     "released": ["team-a-batch-6d790269", "team-a-web-970859de"],
+    "placed_again": {
+        "team-a-batch-6d790269": "team-a-batch-1c0ffee5",
+        "team-a-web-970859de": "team-a-web-5ca1ab1e",
+    },
 }
 
 # --- leases -------------------------------------------------------------------------

@@ -94,6 +94,10 @@ SCHEMAS: dict[str, Schema] = {
             "node": STRING,
             "cordoned": BOOLEAN,
             "released": described(array(STRING), "the ids of the containers moved off it"),
+            "placed_again": described(
+                {"type": "object", "additionalProperties": {"anyOf": [STRING, {"type": "null"}]}},
+                "each released id -> the id placed in its stead (null: no room elsewhere)",
+            ),
         }
     ),
     "ResourceList": obj(

@@ -20,6 +20,7 @@ class Cordoned(msgspec.Struct, frozen=True):
     node: str
     cordoned: bool
     released: list[str] = []  # drain's: the containers moved off the node
+    placed_again: dict[str, str | None] = {}  # drain's: each one's replacement, if any
 
 
 _allocation: msgspec.json.Decoder[Allocation] = json_decoder(Allocation)
@@ -69,7 +70,8 @@ def cordoned_view(body: bytes) -> str:
 def drained_view(body: bytes) -> str:
     answer = _cordoned.decode(body)
     moved = f"{answer.node} drained: {len(answer.released)} container(s) moved"
-    return f"{moved}: {', '.join(answer.released)}" if answer.released else moved
+    where = [f"{old} -> {answer.placed_again.get(old) or 'nowhere'}" for old in answer.released]
+    return f"{moved}: {', '.join(where)}" if where else moved
 
 
 def _cores(node: Allocation, pieces: int) -> str:

@@ -144,8 +144,11 @@ def test_an_empty_cordoned_node_without_numa_says_so() -> None:
 def test_cordon_uncordon_and_drain_answer_in_one_line() -> None:
     assert cordoned_view(b'{"node": "node-a", "cordoned": true}') == "node-a cordoned"
     assert cordoned_view(b'{"node": "node-a", "cordoned": false}') == "node-a uncordoned"
-    moved = b'{"node": "node-a", "cordoned": true, "released": ["a", "b"]}'
-    assert drained_view(moved) == "node-a drained: 2 container(s) moved: a, b"
+    moved = (
+        b'{"node": "node-a", "cordoned": true, "released": ["a", "b"],'
+        b' "placed_again": {"a": "c", "b": null}}'
+    )
+    assert drained_view(moved) == "node-a drained: 2 container(s) moved: a -> c, b -> nowhere"
     empty = b'{"node": "node-a", "cordoned": true, "released": []}'
     assert drained_view(empty) == "node-a drained: 0 container(s) moved"
 
@@ -201,9 +204,13 @@ async def test_every_node_command_through_main(
     code, out, err = await allotctl(cluster, capsys, "uncordon", "node-b")
     assert (code, out) == (0, "node-b uncordoned\n"), err
     code, out, err = await allotctl(cluster, capsys, "drain", "node-a")
-    assert (code, out) == (0, f"node-a drained: 2 container(s) moved: {', '.join(placed)}\n"), err
-    code, out, _ = await allotctl(cluster, capsys, "containers")
-    assert [line.split()[3] for line in out.splitlines()[1:]] == ["node-b", "node-b"]
+    code, listing, _ = await allotctl(cluster, capsys, "containers")
+    rows = [line.split() for line in listing.splitlines()[1:]]
+    assert [row[3] for row in rows] == ["node-b", "node-b"]
+    replacements = sorted(row[0] for row in rows)
+    moves = out.removeprefix("node-a drained: 2 container(s) moved: ").strip().split(", ")
+    assert sorted(move.split(" -> ")[0] for move in moves) == sorted(placed), err
+    assert sorted(move.split(" -> ")[1] for move in moves) == replacements
     code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a")
     assert out.splitlines()[1:3] == [
         "cordoned     yes (takes no new containers)",
