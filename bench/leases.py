@@ -33,8 +33,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from timing import best_of
 
 from coordinator.leases import Kind, LeaseTable, band_index, fair_share, proportional_share
 from coordinator.leases.reference import proportional, water_filling
@@ -50,15 +51,6 @@ def _claims(n: int, seed: int) -> tuple[float, list[float], list[int], list[int]
     weights = [rng.randint(1, 4) for _ in range(n)]
     priorities = [rng.choice((-1, 0, 1)) for _ in range(n)]
     return 0.5 * sum(wants), wants, weights, priorities
-
-
-def _best_of(runs: int, call: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        started = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def _table_phases(kind: Kind, n: int) -> tuple[float, float, float]:
@@ -83,7 +75,7 @@ def engine_benchmark() -> None:
     print("== lease engine (pure, one core) ==")
     capacity, wants, weights, priorities = _claims(100_000, seed=1)
     for name, share in (("fair_share", fair_share), ("proportional_share", proportional_share)):
-        took = _best_of(3, functools.partial(share, capacity, wants, weights, priorities))
+        took = best_of(3, functools.partial(share, capacity, wants, weights, priorities))
         print(f"{name:<19} 100,000 clients, 3 bands: {took * 1e3:8.1f} ms per call")
 
     capacity, wants, weights, priorities = _claims(2_000, seed=2)
@@ -91,8 +83,8 @@ def engine_benchmark() -> None:
         ("fair_share", fair_share, water_filling),
         ("proportional_share", proportional_share, proportional),
     ):
-        fast_time = _best_of(3, functools.partial(fast, capacity, wants, weights, priorities))
-        slow_time = _best_of(1, functools.partial(slow, capacity, wants, weights, priorities))
+        fast_time = best_of(3, functools.partial(fast, capacity, wants, weights, priorities))
+        slow_time = best_of(1, functools.partial(slow, capacity, wants, weights, priorities))
         print(
             f"{name:<19} 2,000 clients: {fast_time * 1e3:7.2f} ms; exact reference"
             f" {slow_time * 1e3:8.1f} ms ({slow_time / fast_time:.0f}x slower)"

@@ -30,8 +30,9 @@ import argparse
 import gc
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from timing import best_of
 
 from coordinator.placement import GiB, MiB, Node, Planner, Request, distribute, place
 from coordinator.placement import reference as ref
@@ -102,16 +103,6 @@ def phases(nodes: list[Node], request: Request, need: int, runs: int) -> Phases:
         best.strategy = min(best.strategy, t2 - t1)
         best.plans = min(best.plans, t3 - t2)
         best.total = min(best.total, t3 - t0)
-    return best
-
-
-def best_of(runs: int, call: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        gc.collect()
-        started = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - started)
     return best
 
 

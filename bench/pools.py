@@ -22,11 +22,10 @@ Sections (no assertions, wall clock, single thread, best of a few runs):
 
 from __future__ import annotations
 
-import gc
 import random
-import time
-from collections.abc import Callable
 from typing import Any
+
+from timing import best_of
 
 from coordinator.pools import PoolTree
 from coordinator.pools import reference as ref
@@ -100,16 +99,6 @@ def make_demands(config: dict[str, Any], seed: int) -> dict[str, dict[str, float
     return {
         name: {r: rng.uniform(0.0, 2.0) * scale * TOTAL[r] for r in RESOURCES} for name in leaves
     }
-
-
-def best_of(runs: int, call: Callable[[], object]) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        gc.collect()
-        started = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def update_ms(leaves: int, runs: int = 5) -> tuple[int, int, float, float]:
