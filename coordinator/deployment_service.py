@@ -51,7 +51,12 @@ from coordinator.deployments.node_records import (
     loaded,
     stored,
 )
-from coordinator.deployments.outcome import DeployOutcome, DeployRefused, refused_by_placement
+from coordinator.deployments.outcome import (
+    DeployOutcome,
+    DeployRefused,
+    refused_by_kind,
+    refused_by_placement,
+)
 from coordinator.deployments.records import (
     CONTAINER_PREFIX,
     DEPLOYMENT_PREFIX,
@@ -451,10 +456,7 @@ class DeploymentService:
         try:
             moved = realloc(state, container_id, delta)
         except PlacementError as error:
-            status = 422 if error.kind == "invalid_request" else 409
-            refusal = refused_by_placement(
-                "invalid" if status == 422 else "capacity", error, status
-            )
+            refusal = refused_by_kind(error)
             await self.events.record([note_for("refused", f"realloc: {error.message}", record)])
             raise refusal from error
         if not moved.updates:
@@ -648,10 +650,7 @@ class DeploymentService:
         try:
             moved = set_node(state, mode, **fields)
         except PlacementError as error:
-            status = 422 if error.kind == "invalid_request" else 409
-            raise refused_by_placement(
-                "invalid" if status == 422 else "capacity", error, status
-            ) from error
+            raise refused_by_kind(error) from error
         change = _Change(nodes={node: moved.state})
         self._record_limits(change, moved.updates, node, self._clock())
         offered = f"{len(moved.state.cores)} cores, {format_memory(moved.state.memory)}"

@@ -34,3 +34,11 @@ def refused_by_placement(reason: str, error: PlacementError, status: int) -> Dep
         k: v for k, v in error.details.items() if isinstance(v, str | int | float | bool)
     }
     return DeployRefused(reason, error.kind, error.message, status, details)
+
+
+def refused_by_kind(error: PlacementError) -> DeployRefused:
+    """A bad request is 422 (reason invalid); anything else the node cannot take, 409
+    (reason capacity): ``below_allocation``, ``insufficient_resource``."""
+    if error.kind == "invalid_request":
+        return refused_by_placement("invalid", error, 422)
+    return refused_by_placement("capacity", error, 409)
