@@ -78,6 +78,7 @@ from coordinator.deployments.translate import (
     quota_requests,
     subtree,
 )
+from coordinator.errors import NotFound
 from coordinator.events import EventLog, Note
 from coordinator.nodes import NodeState as NodeHealth
 from coordinator.placement import (
@@ -909,7 +910,7 @@ class DeploymentService:
             return state
         record = self._registry.get(node)
         if record is None:
-            raise DeployRefused("invalid", "not_found", f"no node {node}", 404, {"node": node})
+            raise NotFound(f"no node {node}")
         offered = node_from_inventory(node, record.inventory, share_base=self._share_base)
         return NodeState(
             node,

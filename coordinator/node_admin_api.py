@@ -22,8 +22,6 @@ from aiohttp import web
 
 from coordinator.api import json_response, read_body
 from coordinator.deployment_service import DeploymentService
-from coordinator.deployments.outcome import DeployRefused
-from coordinator.errors import NotFound
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import NodeState
 from coordinator.roles import require_admin
@@ -58,7 +56,7 @@ _decode_capacity: msgspec.json.Decoder[CapacitySpec] = json_decoder(CapacitySpec
 
 async def get_allocation(request: web.Request) -> web.Response:
     service, node = _service_and_node(request)
-    state, cordoned = _known(service, node)
+    state, cordoned = service.allocation(node)
     return json_response(_allocation(state, cordoned))
 
 
@@ -82,7 +80,6 @@ async def uncordon(request: web.Request) -> web.Response:
 async def drain(request: web.Request) -> web.Response:
     require_admin(request, "draining a node")
     service, node = _service_and_node(request)
-    _known(service, node)
     moved = await service.drain(node)
     return json_response(
         {"node": node, "cordoned": True, "released": list(moved), "placed_again": moved}
@@ -92,21 +89,12 @@ async def drain(request: web.Request) -> web.Response:
 async def _cordoned(request: web.Request, cordoned: bool) -> web.Response:
     require_admin(request, "cordoning a node")
     service, node = _service_and_node(request)
-    _known(service, node)
     await service.cordon(node, cordoned)
     return json_response({"node": node, "cordoned": cordoned})
 
 
 def _service_and_node(request: web.Request) -> tuple[DeploymentService, str]:
     return request.app[DEPLOYMENTS], request.match_info["name"]
-
-
-def _known(service: DeploymentService, node: str) -> tuple[NodeState, bool]:
-    """The node's allocation state and cordon flag; 404 for a node never registered."""
-    try:
-        return service.allocation(node)
-    except DeployRefused:
-        raise NotFound(f"no node {node}") from None
 
 
 def _allocation(state: NodeState, cordoned: bool) -> Allocation:
