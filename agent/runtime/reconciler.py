@@ -280,14 +280,12 @@ class Runtime:
     async def _act(self, container_id: str, action: Action) -> None:
         if isinstance(action, Create):
             await self.engine.create_and_start(action.container, action.settings)
-            self._applied[container_id] = action.settings
             log.info("container started", id=container_id, **_describe(action.settings))
         elif isinstance(action, Start):
             await self.engine.start(action.docker_id)
             log.info("container started", id=container_id, reason=action.reason)
         elif isinstance(action, Update):
             await self.engine.update(action.docker_id, action.settings)
-            self._applied[container_id] = action.settings
             if action.drift:
                 self._drift[container_id] = [f"{k} {v}" for k, v in action.changes.items()]
                 log.warning("drift corrected", id=container_id, **action.changes)
