@@ -614,8 +614,12 @@ class DeploymentService:
         """Set each unbound container's CFS quota from its pool's cores (``cores``: pool
         -> cores of its fair share); containers of pools without a share keep theirs."""
         change = _Change()
+        unbound_by_pool: dict[str, list[ContainerRecord]] = {}
+        for container in self.containers():
+            if not container.cpu_bind:
+                unbound_by_pool.setdefault(container.pool, []).append(container)
         for pool, pool_cores in cores.items():
-            unbound = [c for c in self.containers() if c.pool == pool and not c.cpu_bind]
+            unbound = unbound_by_pool.get(pool, [])
             if not unbound:
                 continue
             each = pool_cores / len(unbound)
