@@ -55,6 +55,7 @@ class Inventory(msgspec.Struct, frozen=True):
     memory: int  # bytes
     gpus: list[Gpu] = []
     driver_version: str = ""  # NVIDIA driver, "" without one
+    extended: dict[str, int] = {}  # named extended resources offered, from the agent's config
     problems: list[str] = []  # why the node is degraded; empty when healthy
 
     def offered(self) -> CpuSet:

@@ -68,6 +68,10 @@ class DesiredContainer(msgspec.Struct, frozen=True, kw_only=True):
     gpus: list[str] = []  # GPU or MIG device UUIDs
     restart_policy: RestartPolicy = "no"
     capacity: str = ""  # "in-quota" or "over-quota" when a quota governs it
+    extended: dict[str, int] = {}  # named extended resources it holds, e.g. example.com/fpga
+    # The id of a container on this node that this one replaces (placement spec 10): the
+    # agent stops that one, starts this one, and reports how the swap went in `replacing`.
+    replaces: str = ""
 
 
 class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,6 +86,12 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     exit_code: int | None = None
     error: str = ""
     drift: list[str] = []  # hand-made changes the agent put back, e.g. "cpu_shares 2 -> 717"
+    # For a container that replaces another: "pending" while the swap is under way, "done"
+    # once it has run for the agent's settle time (the old one stays stopped), "failed"
+    # when it could not run (it was removed, the old one started again; `error` says why).
+    replacing: str = ""
+    cpu_usage: float | None = None  # cores used, averaged since the previous report
+    memory_usage: int | None = None  # bytes, as the container's cgroup counts them now
 
 
 class Hello(msgspec.Struct, frozen=True, kw_only=True, tag="hello", tag_field="type"):

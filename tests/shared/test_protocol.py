@@ -303,6 +303,9 @@ def test_our_frame_read_by_plain_msgpack() -> None:
         "revision": 0,
         "started_at": "",
         "drift": [],
+        "replacing": "",
+        "cpu_usage": None,
+        "memory_usage": None,
         "limits": {
             "cpuset_cpus": "",
             "cpuset_mems": "",
