@@ -31,6 +31,9 @@ class Service:
         self.env = env
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
+        # Where this run's lines begin: a restarted service appends to the same log, and
+        # its waits must not match what the previous run logged.
+        self.log_start = 0
 
     @classmethod
     def coordinator(cls, workdir: Path, *, port: int = 0, toml: str = "") -> Service:
@@ -76,6 +79,7 @@ class Service:
         return cls("agent", argv, {"ALLOT_AGENT_JOIN_TOKEN": token}, workdir / f"agent-{node}.log")
 
     def start(self) -> Service:
+        self.log_start = len(self.text())
         handle = self.log.open("ab")
         environment = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
         self.process = subprocess.Popen(
@@ -99,11 +103,15 @@ class Service:
     def text(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
 
-    def wait_for(self, pattern: str, *, timeout: float = 15.0, after: int = 0) -> re.Match[str]:
-        """The first match of ``pattern`` in the log at or after offset ``after``."""
+    def wait_for(
+        self, pattern: str, *, timeout: float = 15.0, after: int | None = None
+    ) -> re.Match[str]:
+        """The first match of ``pattern`` in the log at or after offset ``after`` (by
+        default, where this run of the service began)."""
         deadline = time.monotonic() + timeout
+        start = self.log_start if after is None else after
         while True:
-            match = re.compile(pattern).search(self.text(), after)
+            match = re.compile(pattern).search(self.text(), start)
             if match is not None:
                 return match
             if self.process is not None and self.process.poll() is not None:
