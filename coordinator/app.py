@@ -133,6 +133,7 @@ async def _deployments(app: web.Application) -> AsyncIterator[None]:
         app[STORE], app[REGISTRY], app[QUOTAS], app[POOLS], share_base=config.share_base
     )
     app[DEPLOYMENTS] = service
+    await service.relabel()
     releaser = asyncio.create_task(_release_lost(service, config.lost_node_grace_seconds))
     yield
     await _stop(releaser)

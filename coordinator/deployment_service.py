@@ -121,9 +121,15 @@ log = get_logger("allot.coordinator.deployments")
 _decode_node: msgspec.json.Decoder[StoredNode] = json_decoder(StoredNode)
 _decode_container: msgspec.json.Decoder[ContainerRecord] = json_decoder(ContainerRecord)
 _decode_deployment: msgspec.json.Decoder[DeploymentRecord] = json_decoder(DeploymentRecord)
+_decode_preemptions: msgspec.json.Decoder[list[PreemptionRecord]] = json_decoder(
+    list[PreemptionRecord]
+)
 
 Listener = Callable[[Sequence[str]], Awaitable[None]]
 CORDON_PREFIX = "/cordoned/"
+# The preemptions still within the cool-down (quotas spec 8.3), rewritten with each
+# decision that preempts, so a restart does not reset the cool-down.
+PREEMPTIONS_KEY = "/preemptions"
 MIN_CPU_QUOTA = 1000  # microseconds: the kernel refuses a CFS quota below 1 ms
 QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less is ignored
 
@@ -169,12 +175,11 @@ class DeploymentService:
         self._containers: dict[str, ContainerRecord] = {}
         self._deployments: dict[tuple[str, str], DeploymentRecord] = {}
         self._observed: dict[str, ContainerStatus] = {}
-        # Recent preemptions, for the cool-down (quotas spec 8.3); kept in memory only: a
-        # restart forgets them, which at worst lets a victim's quota preempt back early.
-        self._preemptions: list[PreemptionRecord] = []
+        self._preemptions: list[PreemptionRecord] = []  # for the cool-down (quotas 8.3)
         self._cordoned: set[str] = set()
         self._listeners: list[Listener] = []
         quotas.counted = self.quota_containers
+        quotas.changed = self.relabel
 
     @classmethod
     async def load(
@@ -203,6 +208,9 @@ class DeploymentService:
         for entry in await store.range(DEPLOYMENT_PREFIX):
             deployment = _decode_deployment.decode(entry.value)
             service._deployments[(deployment.namespace, deployment.spec.name)] = deployment
+        preemptions = await store.get(PREEMPTIONS_KEY)
+        if preemptions is not None:
+            service._preemptions = _decode_preemptions.decode(preemptions.value)
         log.info(
             "deployments loaded",
             deployments=len(service._deployments),
@@ -969,6 +977,12 @@ class DeploymentService:
         }
         staged = self.events.stage(change.notes)
         puts |= staged.puts
+        preemptions = self._preemptions
+        if change.preemptions:
+            recent = self._clock() - self._quotas.cooldown_s
+            preemptions = [r for r in self._preemptions if r["at"] > recent]
+            preemptions.extend(change.preemptions)
+            puts[PREEMPTIONS_KEY] = to_json(preemptions)
         deletes = (
             tuple(container_key(cid) for cid in change.removed)
             + tuple(deployment_key(ns, name) for ns, name in change.removed_deployments)
@@ -997,9 +1011,7 @@ class DeploymentService:
                 {"nodes": sorted(change.nodes)},
             )
         self.events.confirm(staged)
-        recent = self._clock() - self._quotas.cooldown_s
-        self._preemptions = [r for r in self._preemptions if r["at"] > recent]
-        self._preemptions.extend(change.preemptions)
+        self._preemptions = preemptions
         touched = set(change.nodes) | {r.node for r in change.containers.values()}
         removed_nodes = {before[1][cid].node for cid in change.removed if cid in before[1]}
         touched |= removed_nodes
@@ -1009,6 +1021,14 @@ class DeploymentService:
             self._node_revision[node] = result.revision
         for listener in self._listeners:
             await listener(sorted(touched))
+
+    async def relabel(self) -> None:
+        """Commit the labels every quota gives its containers now, where they moved: after
+        a quota write, and at start (in case the coordinator stopped between the two)."""
+        change = _Change()
+        self._relabel(change)
+        if change.containers:
+            await self._apply(change)
 
     def _relabel(self, change: _Change) -> None:
         """Every quota's labels over the state as it will be after ``change``."""

@@ -6,12 +6,13 @@ can never both pass; the store commit follows and is undone in memory if it fail
 Store keys: ``/quotas/<name>`` (names are unique across both kinds).
 
 ``used`` counts the containers that hold an allocation: the deployment service sets
-``counted`` to give them (none until it does).
+``counted`` to give them (none until it does), and ``changed`` to relabel them after
+every committed write (a quota's min decides which of its containers are in-quota).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from fractions import Fraction
 
 import msgspec
@@ -68,6 +69,7 @@ class QuotaService:
         self._share_base = share_base
         self._settings = settings
         self.counted: Callable[[], Sequence[Container]] = tuple
+        self.changed: Callable[[], Awaitable[None]] = _nothing
 
     @classmethod
     async def load(cls, store: Store, *, share_base: int, settings: QuotaSettings) -> QuotaService:
@@ -92,6 +94,7 @@ class QuotaService:
         except BaseException:
             self._restore(stored.name, previous)
             raise
+        await self.changed()
         return stored
 
     async def delete(self, kind: str, name: str) -> bool:
@@ -105,6 +108,7 @@ class QuotaService:
         except BaseException:
             self._restore(name, quota)
             raise
+        await self.changed()
         return True
 
     def _restore(self, name: str, quota: Quota | None) -> None:
@@ -196,3 +200,7 @@ def _show(resource: str, amount: Fraction) -> str:
     if resource == "memory" and isinstance(value, int):
         return f"{value / GiB:.1f} GiB"
     return str(value)
+
+
+async def _nothing() -> None:
+    """What a quota write sets off while no deployment service listens."""
