@@ -133,9 +133,12 @@ class AgentHub:
         if hello is None:
             return
         name = hello.node
+        previous = self._registry.get(name)
         record = await self._registry.hello(
             name, inventory=hello.inventory, address=address, agent_version=hello.agent_version
         )
+        if previous is not None and previous.inventory != record.inventory:
+            await self._deployments.follow_inventory(name, previous.inventory, record.inventory)
         older = self._sessions.get(name)
         self._sessions[name] = ws
         if older is not None:

@@ -44,6 +44,7 @@ from typing import Any
 import msgspec
 
 from coordinator.deployments.gpus import GpuNeed, free_devices, pick
+from coordinator.deployments.inventory_change import capacity_delta
 from coordinator.deployments.node_records import (
     ALLOCATION_PREFIX,
     StoredNode,
@@ -112,6 +113,7 @@ from coordinator.quotas import (
 from coordinator.registry import NodeRegistry
 from coordinator.store import Compare, Store, Txn
 from shared.codec import json_decoder, to_json
+from shared.inventory import Inventory
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, DesiredContainer, Limits, Status
 from shared.quantity import format_cpu, format_memory
@@ -655,10 +657,11 @@ class DeploymentService:
         """The node's allocation state and whether it is cordoned."""
         return self._state_of(node), node in self._cordoned
 
-    async def set_node(self, node: str, mode: str, **fields: Any) -> NodeState:
+    async def set_node(self, node: str, mode: str, *, why: str = "", **fields: Any) -> NodeState:
         """Change what the node offers (placement spec 11), absolute or delta; refused as
         a whole when it would go below what is allocated. Running containers stay where
-        they are; those on the shared pool get the new pool."""
+        they are; those on the shared pool get the new pool. ``why`` is for the event
+        (default: an administrator set it)."""
         state = self._state_of(node)
         try:
             moved = set_node(state, mode, **fields)
@@ -667,9 +670,33 @@ class DeploymentService:
         change = _Change(nodes={node: moved.state})
         self._record_limits(change, moved.updates, node, self._clock())
         offered = f"{len(moved.state.cores)} cores, {format_memory(moved.state.memory)}"
-        change.notes.append(Note("node", f"capacity set ({mode}): {offered}", node=node))
+        why = why or f"capacity set ({mode})"
+        change.notes.append(Note("node", f"{why}: {offered}", node=node))
         await self._apply(change)
         return moved.state
+
+    async def follow_inventory(self, node: str, before: Inventory, after: Inventory) -> None:
+        """The node's agent reported other hardware. A node that holds allocations has
+        its stored capacity moved by the difference between the two offers (an
+        administrator's own changes stay); a change that would take away what its
+        containers hold is not made, and that is an event. Other nodes need nothing:
+        their capacity is read from the inventory when they are first used."""
+        if node not in self._nodes:
+            return
+        offers = (
+            node_from_inventory(node, i, share_base=self._share_base) for i in (before, after)
+        )
+        delta = capacity_delta(*offers)
+        if not any(delta.values()):
+            return
+        try:
+            await self.set_node(node, "delta", why="capacity follows the hardware", **delta)
+        except DeployRefused as refusal:
+            log.warning(
+                "node capacity kept after a hardware change", node=node, reason=refusal.message
+            )
+            why = f"the hardware changed but the capacity was kept: {refusal.message}"
+            await self.events.record([Note("node", why, node=node)])
 
     async def cordon(self, node: str, cordoned: bool) -> None:
         """A cordoned node takes no new container; what runs there stays."""

@@ -8,6 +8,8 @@ from tests.coordinator.conftest import (
     API_TOKEN,
     NAMESPACE_TOKEN,
     Coordinator,
+    hello,
+    inventory,
     receive_frame,
     register,
 )
@@ -103,3 +105,32 @@ async def test_a_cordoned_node_takes_nothing_new_and_a_drain_moves_its_container
     assert (await call(cluster, "POST", "/v1/nodes/node-a/drain", token=NAMESPACE_TOKEN))[0] == 403
     for ws in (node_a, node_b):
         await ws.close()
+
+
+async def say_hello_with(cluster: Coordinator, reserved: str) -> None:
+    """The agent of node-a comes back with ``reserved_cpus`` set to ``reserved``."""
+    wire = inventory()
+    wire["reserved"] = reserved
+    ws = await cluster.connect()
+    await ws.send_bytes(hello("node-a", inventory=wire))
+    assert (await receive_frame(ws))["type"] == "welcome"
+    await ws.close()
+
+
+async def test_a_hardware_change_moves_the_capacity_unless_containers_hold_it(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    assert (await call(cluster, "POST", DEPLOYMENTS, spec("web", 1)))[0] == 201  # core 0
+    await ws.close()
+    await say_hello_with(cluster, reserved="1")
+    allocation = (await call(cluster, "GET", "/v1/nodes/node-a/allocation"))[1]
+    assert allocation["cores"] == {"0": 100}
+    await say_hello_with(cluster, reserved="0")  # core 1 back, core 0 held by the container
+    allocation = (await call(cluster, "GET", "/v1/nodes/node-a/allocation"))[1]
+    assert allocation["cores"] == {"0": 100}
+    events = (await call(cluster, "GET", "/v1/events?kind=node"))[1]["events"]
+    reasons = [event["reason"] for event in events]
+    assert reasons[0].startswith("capacity follows the hardware: 1 cores")
+    assert reasons[1].startswith("the hardware changed but the capacity was kept")
+    assert "core 0" in reasons[1]
