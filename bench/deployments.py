@@ -1,0 +1,156 @@
+"""Deployment decisions in the coordinator's service: admit, place, commit to SQLite.
+
+    .venv/bin/python bench/deployments.py [--nodes 1000] [--count 1000] [--runs 3]
+
+An in-process ``DeploymentService`` over a real SQLite store in a temporary directory (WAL,
+synchronous=FULL, as the coordinator runs it) and ``--nodes`` ready nodes of 24 CPUs on two
+NUMA nodes with 128 GiB, registered as their agents' hellos would. No agent is attached,
+so nothing is pushed; the time is the decision and its commit. Prints, best of ``--runs``:
+
+- one deployment of ``--count`` containers (1.7 CPU, 512 MiB, cpu-bind, AUTO): one
+  decision, one transaction;
+- a naive reference in the same run: the same containers as ``--count`` deployments of
+  one container each (a decision and a transaction per container), and the ratio;
+- draining a node that holds 24 containers of a deployment: each is released and placed
+  again elsewhere, one at a time, in one commit (the path re-placement after a lost node
+  and GPU deployments take too).
+
+Between runs every deployment is deleted. Not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+# Run as a script, Python puts bench/ first on the path; the repository root goes there.
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+
+from coordinator.config import PoolSettings, QuotaSettings  # noqa: E402
+from coordinator.deployment_service import DeploymentService  # noqa: E402
+from coordinator.deployments.records import DeploymentSpec, ResourcesSpec  # noqa: E402
+from coordinator.pool_service import PoolService  # noqa: E402
+from coordinator.quota_service import QuotaService  # noqa: E402
+from coordinator.registry import NodeRegistry  # noqa: E402
+from coordinator.store.sqlite import SqliteStore  # noqa: E402
+from shared.cpuset import CpuSet  # noqa: E402
+from shared.inventory import Cpu, Inventory, NumaNode  # noqa: E402
+
+GiB = 1024**3
+NAMESPACE = "bench"
+
+
+def host(name: str) -> Inventory:
+    """24 CPUs (no SMT), 0-11 on NUMA node 0 and 12-23 on 1, 64 GiB each."""
+    cpus = [Cpu(id=c, core=c, package=c // 12, numa=c // 12) for c in range(24)]
+    halves = [CpuSet(range(12)), CpuSet(range(12, 24))]
+    return Inventory(
+        hostname=name,
+        cpus=cpus,
+        online=CpuSet(range(24)),
+        isolated=CpuSet(),
+        reserved=CpuSet(),
+        numa_nodes=[
+            NumaNode(id=n, cpus=halves[n], memory=64 * GiB, distances={0: 10, 1: 20})
+            for n in (0, 1)
+        ],
+        memory=128 * GiB,
+    )
+
+
+def spec(name: str, count: int) -> DeploymentSpec:
+    resources = ResourcesSpec(cpu="1.7", memory="512Mi")
+    return DeploymentSpec(
+        name=name,
+        image="busybox",
+        count=count,
+        resources=resources,
+        cpu_bind=True,
+        restart_policy="always",
+    )
+
+
+async def timed(call: Callable[[], Awaitable[object]]) -> float:
+    gc.collect()
+    started = time.perf_counter()
+    await call()
+    return time.perf_counter() - started
+
+
+async def clear(service: DeploymentService) -> None:
+    for deployment in service.deployments():
+        await service.delete_deployment(deployment.namespace, deployment.spec.name)
+
+
+async def run(nodes: int, count: int, runs: int, directory: Path) -> None:
+    store = await SqliteStore.open(directory / "allot.db")
+    registry = await NodeRegistry.load(store, lease_seconds=3600.0)
+    quotas = await QuotaService.load(store, share_base=100, settings=QuotaSettings())
+    pools = await PoolService.load(store, PoolSettings())
+    service = await DeploymentService.load(store, registry, quotas, pools, share_base=100)
+    names = [f"node-{i:04d}" for i in range(nodes)]
+    for name in names:
+        await registry.hello(name, inventory=host(name), address="127.0.0.1", agent_version="b")
+    print(f"{nodes} nodes of 24 CPUs, {count} containers of 1.7 CPU + 512 MiB, cpu-bind, AUTO")
+
+    async def one_deployment() -> None:
+        await service.deploy(NAMESPACE, spec("web", count))
+
+    async def one_per_container() -> None:
+        for i in range(count):
+            await service.deploy(NAMESPACE, spec(f"web-{i}", 1))
+
+    async def drain() -> None:
+        moved = await service.drain(names[0])
+        if len(moved) != 24 or None in moved.values():
+            raise SystemExit(f"the drain did not move the node's 24 containers: {moved}")
+
+    best: dict[str, float] = {}
+    for _ in range(runs):
+        for label, call in (("one", one_deployment), ("naive", one_per_container)):
+            best[label] = min(best.get(label, float("inf")), await timed(call))
+            await clear(service)
+        # A node full of one deployment's containers (24 x 0.95 CPU), then drained.
+        full = DeploymentSpec(
+            name="full",
+            image="busybox",
+            count=24,
+            resources=ResourcesSpec(cpu="0.95", memory="512Mi"),
+            cpu_bind=True,
+            strategy="fill",
+            nodes_limit=1,
+            restart_policy="always",
+        )
+        await service.deploy(NAMESPACE, full)
+        best["drain"] = min(best.get("drain", float("inf")), await timed(drain))
+        await service.cordon(names[0], False)
+        await clear(service)
+    await store.close()
+    one, naive = best["one"], best["naive"]
+    print(f"  one deployment of {count}: {one * 1e3:9.1f} ms  ({one / count * 1e6:.0f} us each)")
+    print(
+        f"  {count} deployments of 1:  {naive * 1e3:9.1f} ms  (naive reference; ours is"
+        f" {naive / one:.1f}x faster)"
+    )
+    print(f"  drain a node of 24:       {best['drain'] * 1e3:9.1f} ms  (one at a time, one commit)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (best of)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="allot-bench-") as directory:
+        asyncio.run(run(args.nodes, args.count, args.runs, Path(directory)))
+
+
+if __name__ == "__main__":
+    main()
