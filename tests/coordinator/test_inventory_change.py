@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.deployments.inventory_change import capacity_delta
-from coordinator.placement import Node, NodeState, PlacementError, Plan, assign, normalize, set_node
+from coordinator.placement import Node, PlacementError, Plan, assign, normalize, set_node
 from coordinator.placement import Resources as Wanted
+from tests.coordinator.placement.topologies import record
 
 GIB = 1024**3
 
@@ -28,16 +29,6 @@ def offer(cores: dict[int, int], memory_per_numa: dict[int, int] | None = None) 
     )
 
 
-def state_of(node: Node) -> NodeState:
-    return NodeState(
-        node.name,
-        dict(node.cores),
-        numa=node.numa,
-        memory=node.memory,
-        numa_memory=node.numa_memory,
-    )
-
-
 def test_a_cpu_taken_offline_takes_its_core_away_and_nothing_else() -> None:
     before = offer({0: 0, 1: 0, 2: 1, 3: 1})
     after = offer({0: 0, 1: 0, 2: 1})
@@ -51,7 +42,7 @@ def test_a_cpu_taken_offline_takes_its_core_away_and_nothing_else() -> None:
 
 def test_an_administrators_oversell_stays_when_a_core_comes_online() -> None:
     before = offer({0: 0, 1: 0})
-    state = set_node(state_of(before), "delta", cores={0: 50}).state  # oversold by hand
+    state = set_node(record(before), "delta", cores={0: 50}).state  # oversold by hand
     after = offer({0: 0, 1: 0, 2: 0})
     moved = set_node(state, "delta", **capacity_delta(before, after)).state
     assert moved.cores == {0: 150, 1: 100, 2: 100}
@@ -60,7 +51,7 @@ def test_an_administrators_oversell_stays_when_a_core_comes_online() -> None:
 def test_hardware_taken_from_under_an_allocation_is_refused() -> None:
     before = offer({0: 0, 1: 0})
     request = normalize(Wanted(cpu_request="1", cpu_bind=True, memory_request=64 << 20), 100)
-    held = assign(state_of(before), "c1", Plan({1: 100}, numa=0, memory=64 << 20), request)
+    held = assign(record(before), "c1", Plan({1: 100}, numa=0, memory=64 << 20), request)
     with pytest.raises(PlacementError) as refused:
         set_node(held.state, "delta", **capacity_delta(before, offer({0: 0})))
     assert refused.value.kind == "below_allocation"
@@ -72,7 +63,7 @@ def test_memory_and_numa_moves_follow_the_offer() -> None:
     delta = capacity_delta(before, after)
     assert delta["numa"] == {1: 0}
     assert delta["numa_memory"] == {0: 4 * GIB, 1: -4 * GIB}
-    moved = set_node(state_of(before), "delta", **delta).state
+    moved = set_node(record(before), "delta", **delta).state
     assert (moved.numa, moved.numa_memory) == ({0: 0, 1: 0}, {0: 8 * GIB})
 
 
@@ -94,7 +85,7 @@ def test_the_delta_applied_to_the_old_offer_gives_exactly_the_new_one(
     old: tuple[dict[int, int], dict[int, int]], new: tuple[dict[int, int], dict[int, int]]
 ) -> None:
     before, after = offer(*old), offer(*new)
-    moved = set_node(state_of(before), "delta", **capacity_delta(before, after)).state
+    moved = set_node(record(before), "delta", **capacity_delta(before, after)).state
     assert (moved.cores, moved.numa, moved.memory, moved.numa_memory) == (
         after.cores,
         after.numa,
