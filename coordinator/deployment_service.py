@@ -43,7 +43,6 @@ from typing import Any
 
 import msgspec
 
-from coordinator.deployments.gpus import GpuNeed, free_devices, pick
 from coordinator.deployments.node_records import (
     ALLOCATION_PREFIX,
     StoredNode,
@@ -54,6 +53,7 @@ from coordinator.deployments.node_records import (
 from coordinator.deployments.outcome import (
     DeployOutcome,
     DeployRefused,
+    check_extended_names,
     refused_by_kind,
     refused_by_placement,
 )
@@ -69,7 +69,6 @@ from coordinator.deployments.records import (
 )
 from coordinator.deployments.translate import (
     desired_container,
-    gpu_need,
     limits_change,
     new_id,
     note_for,
@@ -77,6 +76,15 @@ from coordinator.deployments.translate import (
     quota_container,
     quota_requests,
     subtree,
+    unit_need,
+)
+from coordinator.deployments.units import (
+    FreeUnits,
+    Grant,
+    free_units,
+    held_extended,
+    room,
+    shortage,
 )
 from coordinator.errors import NotFound
 from coordinator.events import EventLog, Note
@@ -284,8 +292,9 @@ class DeploymentService:
     ) -> list[str]:
         """Admit and place a new deployment's containers into ``change``: all at once by
         its strategy; or one at a time, preempting where allowed, when they do not fit
-        (AUTO); or one at a time on the nodes with the devices, when they need GPUs."""
-        if gpu_need(spec):
+        (AUTO); or one at a time on the nodes with the units, when they need GPUs or
+        extended resources."""
+        if unit_need(spec):
             return self._place_one_by_one(change, namespace, spec, resources, spec.count, now)
         try:
             placement = self._placement(spec, resources)
@@ -325,11 +334,11 @@ class DeploymentService:
     ) -> list[str]:
         """``count`` more containers of ``spec`` into ``change``, each admitted, then
         placed with AUTO beside ``existing`` (node -> containers of the deployment there)
-        on the ready nodes -- only those that still have the devices, when it needs GPUs,
-        which it gets in inventory order. With ``preempt``, one that finds no room takes
-        it from over-quota containers of other quotas where the quota rules allow it.
-        ``DeployRefused`` when one cannot be placed."""
-        need = gpu_need(spec)
+        on the ready nodes -- only those that still have the units it needs (GPU devices,
+        which it gets in inventory order, and extended resources). With ``preempt``, one
+        that finds no room takes it from over-quota containers of other quotas where the
+        quota rules allow it. ``DeployRefused`` when one cannot be placed."""
+        need = unit_need(spec)
         counted = self._counted(change)
         beside = dict(existing or {})
         ids: list[str] = []
@@ -337,16 +346,17 @@ class DeploymentService:
             container_id = new_id(namespace, spec.name)
             candidate = quota_candidate(container_id, namespace, spec, now)
             self._check_admission(counted, candidate, {"admitted_before_refusal": index})
-            devices = self._free_devices(change, need) if need else {}
-            names = sorted(devices) if need else [s.name for s in self._candidates()]
+            free = self._free_units(change) if need else {}
+            grants = room(need, free) if need else {}
+            names = sorted(grants) if need else [s.name for s in self._candidates()]
             views = [self._nodes_state(change, name).view() for name in names]
             if not views:
                 raise DeployRefused(
                     "capacity",
-                    "insufficient_gpus",
-                    f"no ready node has the GPU devices for one more container ({need})",
+                    "insufficient_devices",
+                    f"no ready node has the devices for one more container ({need})",
                     409,
-                    {"admitted_before_refusal": index},
+                    {**shortage(need, free), "admitted_before_refusal": index},
                 )
             try:
                 placement = place(views, resources, 1, "auto", spec.nodes_limit, beside)
@@ -359,9 +369,9 @@ class DeploymentService:
                 counted = [c for c in counted if c.name not in change.removed]
                 placement = self._placement_on(change, node, resources, index)
             (node,) = placement.plans
-            gpus = {container_id: devices[node]} if need else None
+            granted = {container_id: grants[node]} if need else None
             self._assign_all(
-                change, namespace, spec, placement, [container_id], now=now, why=why, gpus=gpus
+                change, namespace, spec, placement, [container_id], now=now, why=why, grants=granted
             )
             counted.append(msgspec.structs.replace(candidate, node=node))
             beside[node] = beside.get(node, 0) + 1
@@ -373,30 +383,23 @@ class DeploymentService:
         after = {**self._containers, **change.containers}
         return [quota_container(c) for cid, c in sorted(after.items()) if cid not in change.removed]
 
-    def _free_devices(self, change: _Change, need: GpuNeed) -> dict[str, list[str]]:
-        """Candidate node -> the devices one more container would get there, for the
-        nodes that have them."""
+    def _free_units(self, change: _Change) -> dict[str, FreeUnits]:
+        """Candidate node -> the units (devices, extended resources) its containers do
+        not hold once ``change`` is applied."""
         after = {**self._containers, **change.containers}
-        found = {}
+        held = [c for cid, c in after.items() if cid not in change.removed]
+        free = {}
         for state in self._candidates():
             record = self._registry.get(state.name)
-            if record is None:
-                continue
-            taken = [
-                uuid
-                for c in after.values()
-                if c.node == state.name and c.id not in change.removed
-                for uuid in c.gpus
-            ]
-            chosen = pick(need, free_devices(record.inventory, taken))
-            if chosen is not None:
-                found[state.name] = chosen
-        return found
+            if record is not None:
+                there = (c for c in held if c.node == state.name)
+                free[state.name] = free_units(record.inventory, there)
+        return free
 
     async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome | None:
         """Make the deployment hold ``count`` containers in all: the new ones admitted and
         placed with AUTO beside the existing ones (whatever the deployment's strategy;
-        ``nodes_limit`` still holds; one by one when they need GPUs), or the newest
+        ``nodes_limit`` still holds; one by one when they need units), or the newest
         removed first."""
         deployment = self._deployments.get((namespace, name))
         if deployment is None:
@@ -416,7 +419,7 @@ class DeploymentService:
                 resources = self._normalized(spec)
                 self._check_pool_limits(spec.pool or namespace, resources, count - len(mine))
                 more, why = count - len(mine), f", scaled to {count}"
-                if gpu_need(spec):
+                if unit_need(spec):
                     self._place_one_by_one(
                         change, namespace, spec, resources, more, now, existing=existing, why=why
                     )
@@ -647,6 +650,14 @@ class DeploymentService:
         """The node's allocation state and whether it is cordoned."""
         return self._state_of(node), node in self._cordoned
 
+    def extended(self, node: str) -> tuple[dict[str, int], dict[str, int]]:
+        """What the node offers of extended resources, and what its containers hold."""
+        record = self._registry.get(node)
+        if record is None:
+            raise NotFound(f"no node {node}")
+        there = (c for c in self._containers.values() if c.node == node)
+        return dict(sorted(record.inventory.extended.items())), held_extended(there)
+
     async def set_node(self, node: str, mode: str, **fields: Any) -> NodeState:
         """Change what the node offers (placement spec 11), absolute or delta; refused as
         a whole when it would go below what is allocated. Running containers stay where
@@ -725,6 +736,7 @@ class DeploymentService:
 
     def _normalized(self, spec: DeploymentSpec) -> Normalized:
         wanted = spec.resources
+        check_extended_names(wanted.extended)
         cpu_limit = wanted.cpu if wanted.cpu_limit is None else wanted.cpu_limit
         memory_limit = wanted.memory if wanted.memory_limit is None else wanted.memory_limit
         try:
@@ -850,10 +862,10 @@ class DeploymentService:
         *,
         now: float,
         why: str = "",
-        gpus: dict[str, list[str]] | None = None,
+        grants: dict[str, Grant] | None = None,
     ) -> None:
         """Charge each planned container to its node and record it; ``why`` goes into
-        its history after where it was placed; ``gpus``: container -> its devices."""
+        its history after where it was placed; ``grants``: container -> its units."""
         resources = placement.resources
         pending = iter(ids)
         for node, plans in sorted(placement.plans.items()):
@@ -883,7 +895,8 @@ class DeploymentService:
                     created=now,
                     capacity="",
                     limits=moved.updates[container_id],
-                    gpus=(gpus or {}).get(container_id, []),
+                    gpus=(grants or {}).get(container_id, Grant()).gpus,
+                    extended=(grants or {}).get(container_id, Grant()).extended,
                     history=[HistoryEntry(at=now, event="placed", detail=f"on {node}{why}")],
                 )
                 change.notes.append(
