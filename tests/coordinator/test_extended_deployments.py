@@ -190,3 +190,20 @@ async def test_the_quota_summary_counts_what_ready_nodes_offer(cluster: Coordina
     ]
     await ws_a.close()
     await ws_b.close()
+
+
+async def test_a_realloc_keeps_the_extended_resources_counted_by_the_quota(
+    cluster: Coordinator,
+) -> None:
+    ws = await register_offering(cluster, "node-a", {FPGA: 2})
+    quota = {"namespace": "team-a", "max": {FPGA: 1}}
+    assert (await call(cluster, "PUT", "/v1/elasticquotas/team-a", quota))[0] == 200
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, spec("one", 1, {FPGA: 1}))
+    assert status == 201, answer
+    container_id = answer["containers"][0]["record"]["id"]
+    status, grown = await call(cluster, "PATCH", f"/v1/containers/{container_id}", {"cpu": "0.1"})
+    assert status == 200, grown
+    assert grown["record"]["requests"][FPGA] == 1
+    status, refused = await call(cluster, "POST", DEPLOYMENTS, spec("two", 1, {FPGA: 1}))
+    assert (status, refused["error"]["code"]) == (403, "quota_max_exceeded"), refused
+    await ws.close()
