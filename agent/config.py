@@ -10,6 +10,7 @@ from msgspec import Meta
 
 from shared.cpuset import CpuSet, CpuSetError
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
+from shared.resource_names import extended_name_problem
 
 ENV_PREFIX = "ALLOT_AGENT_"
 
@@ -45,6 +46,13 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_frame_bytes: Annotated[
         int, Meta(ge=4096, description="largest websocket frame accepted from the coordinator")
     ] = DEFAULT_MAX_FRAME_BYTES
+    extended_resources: Annotated[
+        dict[str, Annotated[int, Meta(ge=0)]],
+        Meta(
+            description="named extended resources this node offers, counted in units,"
+            " e.g. 'example.com/fpga=2' (GPUs and MIG devices are discovered, not set here)"
+        ),
+    ] = {}
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     def __post_init__(self) -> None:
@@ -56,6 +64,10 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"reserved_cpus: {error}") from None
         if self.backoff_initial_seconds > self.backoff_max_seconds:
             raise ValueError("backoff_initial_seconds must not exceed backoff_max_seconds")
+        for resource in sorted(self.extended_resources):
+            problem = extended_name_problem(resource)
+            if problem is not None:
+                raise ValueError(f"extended_resources: {resource!r} {problem}")
 
     @property
     def name(self) -> str:

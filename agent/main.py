@@ -93,7 +93,10 @@ def _print_status(config: AgentConfig, *, as_json: bool) -> int:
 
 def _discover(config: AgentConfig) -> Inventory:
     return discover(
-        sysfs_root=Path(config.sysfs_root), reserved=config.reserved, hostname=socket.gethostname()
+        sysfs_root=Path(config.sysfs_root),
+        reserved=config.reserved,
+        hostname=socket.gethostname(),
+        extended=config.extended_resources,
     )
 
 
@@ -105,6 +108,7 @@ async def _serve(config: AgentConfig, inventory: Inventory) -> int:
         cpus_offered=str(inventory.offered()),
         numa_nodes=len(inventory.numa_nodes),
         gpus=len(inventory.gpus),
+        extended=inventory.extended,
         problems=len(inventory.problems),
     )
     engine = DockerEngine.connect(

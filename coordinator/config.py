@@ -11,8 +11,8 @@ from msgspec import Meta
 
 from coordinator.leases import ResourceTemplate, TemplateError, validate_templates
 from coordinator.pools import PoolConfigError, parse_config
-from coordinator.quotas.resources import is_rfc1123_label
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
+from shared.resource_names import is_rfc1123_label
 
 ENV_PREFIX = "ALLOT_COORDINATOR_"
 MIN_TOKEN_LENGTH = 16

@@ -1,7 +1,8 @@
 """What a node offers and holds, and the admin's levers on it.
 
     GET   /v1/nodes/{name}/allocation   capacity, allocated, available, shared pool,
-                                        cordoned, and the containers there
+                                        cordoned, the containers there, and the
+                                        extended resources offered and held
     PATCH /v1/nodes/{name}/capacity     SetNode: {"mode": "absolute"|"delta", "cores":
                                         {id: pieces}, "numa": {core: numa}, "memory",
                                         "numa_memory": {numa: bytes}}
@@ -49,6 +50,8 @@ class Allocation(msgspec.Struct, frozen=True, kw_only=True):
     shared_pool: list[int]
     containers: list[str]
     version: int
+    extended: dict[str, int] = {}  # named extended resource -> units offered
+    extended_used: dict[str, int] = {}  # -> units its containers hold
 
 
 _decode_capacity: msgspec.json.Decoder[CapacitySpec] = json_decoder(CapacitySpec)
@@ -57,7 +60,7 @@ _decode_capacity: msgspec.json.Decoder[CapacitySpec] = json_decoder(CapacitySpec
 async def get_allocation(request: web.Request) -> web.Response:
     service, node = _service_and_node(request)
     state, cordoned = service.allocation(node)
-    return json_response(_allocation(state, cordoned))
+    return json_response(_allocation(service, state, cordoned))
 
 
 async def set_capacity(request: web.Request) -> web.Response:
@@ -66,7 +69,7 @@ async def set_capacity(request: web.Request) -> web.Response:
     body = await read_body(request, _decode_capacity, "node capacity")
     fields = {k: v for k, v in msgspec.structs.asdict(body).items() if k != "mode"}
     state = await service.set_node(node, body.mode, **fields)
-    return json_response(_allocation(state, service.allocation(node)[1]))
+    return json_response(_allocation(service, state, service.allocation(node)[1]))
 
 
 async def cordon(request: web.Request) -> web.Response:
@@ -97,7 +100,8 @@ def _service_and_node(request: web.Request) -> tuple[DeploymentService, str]:
     return request.app[DEPLOYMENTS], request.match_info["name"]
 
 
-def _allocation(state: NodeState, cordoned: bool) -> Allocation:
+def _allocation(service: DeploymentService, state: NodeState, cordoned: bool) -> Allocation:
+    offered, used = service.extended(state.name)
     return Allocation(
         node=state.name,
         cordoned=cordoned,
@@ -111,6 +115,8 @@ def _allocation(state: NodeState, cordoned: bool) -> Allocation:
         shared_pool=list(state.shared_pool()),
         containers=sorted(state.allocations),
         version=state.version,
+        extended=offered,
+        extended_used=used,
     )
 
 

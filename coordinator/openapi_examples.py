@@ -26,6 +26,7 @@ INVENTORY: dict[str, Any] = {
     "memory": GIB,
     "gpus": [],
     "driver_version": "",
+    "extended": {"example.com/fpga": 2},
     "problems": [],
 }
 
@@ -53,6 +54,8 @@ ALLOCATION: dict[str, Any] = {
     "shared_pool": [1],
     "containers": ["team-a-batch-6d790269", "team-a-web-970859de"],
     "version": 2,
+    "extended": {"example.com/fpga": 2},
+    "extended_used": {"example.com/fpga": 1},
 }
 CAPACITY_GROW: dict[str, Any] = {"mode": "delta", "cores": {"2": 100}, "numa": {"2": 0}}
 CAPACITY_MEMORY: dict[str, Any] = {"mode": "absolute", "memory": "2Gi"}
@@ -366,6 +369,12 @@ BATCH_SPEC: dict[str, Any] = {
     "env": {"MODE": "nightly"},
     "restart_policy": "on-failure",
     "priority": 5,
+}
+FPGA_SPEC: dict[str, Any] = {
+    "name": "decode",
+    "image": "busybox",
+    "count": 2,
+    "resources": {"cpu": "0.25", "memory": "32Mi", "extended": {"example.com/fpga": 1}},
 }
 _LIMITS = {
     "cpuset_cpus": "0",

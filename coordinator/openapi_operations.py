@@ -560,12 +560,19 @@ _DEPLOYMENTS = (
         examples={"two containers placed": ex.DEPLOYMENT},
         status=201,
         request=DeploymentSpec,
-        request_examples={"two half cores, bound": ex.DEPLOYMENT_SPEC, "batch": ex.BATCH_SPEC},
+        request_examples={
+            "two half cores, bound": ex.DEPLOYMENT_SPEC,
+            "batch": ex.BATCH_SPEC,
+            "one FPGA each": ex.FPGA_SPEC,
+        },
         errors=(400, 401, 403, 409, 413, 422, 503),
         params=(NAMESPACE,),
         description=(
             "A refusal (quota 403; capacity, conflict or an existing name 409; invalid 422)"
-            " gives its reason in details.reason and changes nothing."
+            " gives its reason in details.reason and changes nothing. Containers that need GPUs or"
+            ' extended resources (resources.extended, e.g. {"example.com/fpga": 1}) go one'
+            " at a time to the ready nodes with enough free units; when none has, the 409"
+            " insufficient_devices gives details.needed and details.free per node."
         ),
     ),
     Operation(

@@ -151,8 +151,9 @@ class QuotaService:
 
     def cluster_capacity(self, nodes: Sequence[NodeRecord]) -> dict[str, Fraction]:
         """What the ready nodes offer of the resources a node can measure: cpu (cores),
-        memory (bytes), whole GPUs, MIG devices per profile, and GPU memory (GB) charged
-        the way containers are (whole GPUs per ``gpu_memory_source``, MIG by profile)."""
+        memory (bytes), whole GPUs, MIG devices per profile, GPU memory (GB) charged
+        the way containers are (whole GPUs per ``gpu_memory_source``, MIG by profile),
+        and the extended resources their agents are configured to offer."""
         total: dict[str, Fraction] = {}
 
         def add(resource: str, amount: int) -> None:
@@ -171,6 +172,8 @@ class QuotaService:
                 for device in gpu.mig_devices:
                     add(f"nvidia.com/mig-{device.profile}", 1)
                     add("gpu-memory", _profile_gb(device.profile))
+            for resource, units in inventory.extended.items():
+                add(resource, units)
         return total
 
     def _whole_gpu_gb(self, gpu: Gpu) -> int:

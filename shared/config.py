@@ -10,6 +10,7 @@ overrides the earlier ones:
     config = load(AgentConfig, file=args.config, environ=os.environ,
                   env_prefix="ALLOT_AGENT_", flags=flag_values(args, AgentConfig))
 
+On one line (a variable or a flag) a list is written ``a,b`` and a map ``a=1,b=2``.
 An unknown key in the file, an unknown ``ALLOT_AGENT_*`` variable or a value of the
 wrong type raises ``ConfigError`` naming the source and the key.
 """
@@ -64,12 +65,16 @@ def load(
             if key in fields and _file_only(fields[key]):
                 raise ConfigError(f"environment variable {var}: {key} can only be set in a file")
         values = {
-            key: _split_if_list(fields.get(key), environ[var]) for key, var in from_env.items()
+            key: _from_text(fields.get(key), environ[var], f"environment variable {var}")
+            for key, var in from_env.items()
         }
         take(values, "environment variable", from_env)
     if flags:
-        flag_values_ = {k: _split_if_list(fields.get(k), v) for k, v in flags.items()}
-        take(flag_values_, "flag", {k: "--" + k.replace("_", "-") for k in flags})
+        flag_names = {k: "--" + k.replace("_", "-") for k in flags}
+        flag_values_ = {
+            k: _from_text(fields.get(k), v, f"flag {flag_names[k]}") for k, v in flags.items()
+        }
+        take(flag_values_, "flag", flag_names)
     try:
         return msgspec.convert(merged, spec, strict=False)
     except msgspec.ValidationError as error:
@@ -116,14 +121,21 @@ def _read_toml(file: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {file} is not valid TOML: {error}") from error
 
 
-def _split_if_list(info: msgspec.inspect.Type | None, value: object) -> object:
-    """Environment variables and flags write a list as comma-separated text."""
-    if (
-        info is not None
-        and isinstance(value, str)
-        and isinstance(_unwrap(info), msgspec.inspect.ListType)
-    ):
-        return [item.strip() for item in value.split(",") if item.strip()]
+def _from_text(info: msgspec.inspect.Type | None, value: object, origin: str) -> object:
+    """Environment variables and flags write a list as comma-separated text
+    (``a,b``) and a map as comma-separated ``key=value`` pairs (``a=1,b=2``)."""
+    if info is None or not isinstance(value, str):
+        return value
+    kind = _unwrap(info)
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if isinstance(kind, msgspec.inspect.ListType):
+        return items
+    if isinstance(kind, msgspec.inspect.DictType):
+        pairs = [item.partition("=") for item in items]
+        bad = [item for item, (_, sign, _) in zip(items, pairs, strict=True) if not sign]
+        if bad:
+            raise ConfigError(f"{origin}: {bad[0]!r} is not key=value (write a=1,b=2)")
+        return {key.strip(): text.strip() for key, _, text in pairs}
     return value
 
 

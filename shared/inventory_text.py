@@ -6,6 +6,8 @@ the coordinator was told), so the two always print a host the same way.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from shared.cpuset import CpuSet
 from shared.inventory import Inventory
 from shared.quantity import format_memory_approx
@@ -14,6 +16,11 @@ from shared.text import table
 
 def _cpus(cpus: CpuSet) -> str:
     return f"{len(cpus)} ({cpus})" if len(cpus) else "none"
+
+
+def describe_counts(counts: Mapping[str, int]) -> str:
+    """Named extended resources as one line: ``example.com/fpga=2 example.com/nic=1``."""
+    return " ".join(f"{name}={count}" for name, count in sorted(counts.items())) or "none"
 
 
 def describe_inventory(inventory: Inventory) -> str:
@@ -33,6 +40,7 @@ def describe_inventory(inventory: Inventory) -> str:
         ("numa nodes", str(len(inventory.numa_nodes))),
         ("gpus", f"{len(inventory.gpus)} (MIG devices: {inventory.mig_device_count()})"),
         ("nvidia driver", inventory.driver_version or "none"),
+        ("extended", describe_counts(inventory.extended)),
         ("problems", "; ".join(inventory.problems) or "none"),
     ]
     parts = [table(None, summary)]

@@ -3,11 +3,13 @@
     inventory = discover(sysfs_root=Path("/"), reserved=CpuSet.parse("0"), hostname="n1")
 
 The probes only read; this is where their findings are combined and checked against
-the configuration (reserved CPUs must exist), and where problems are collected.
+the configuration (reserved CPUs must exist), where the configured extended resources
+join them, and where problems are collected.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pynvml
@@ -30,7 +32,10 @@ def discover(
     hostname: str,
     nvml: NvmlApi = pynvml,
     totals: HostTotals | None = None,
+    extended: Mapping[str, int] | None = None,
 ) -> Inventory:
+    """What the host has, plus the ``extended`` resources its configuration offers
+    (counted units the host cannot discover, such as FPGAs behind a vendor driver)."""
     sysfs = Sysfs(sysfs_root)
     totals = totals if totals is not None else HostTotals.from_psutil()
     try:
@@ -54,5 +59,6 @@ def discover(
         memory=topology.memory,
         gpus=gpus.gpus,
         driver_version=gpus.driver_version,
+        extended=dict(sorted((extended or {}).items())),
         problems=[*topology.problems, *gpus.problems],
     )

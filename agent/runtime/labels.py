@@ -2,8 +2,9 @@
 
 Docker cannot relabel a container, so labels carry only what never changes for it: its
 id, node, namespace and deployment, and ``allot.spec``, a digest of everything else fixed
-at creation (image, command, env, labels, GPUs, restart policy). A digest that no longer
-matches the desired container means the container must be made anew.
+at creation (image, command, env, labels, GPUs, restart policy, the extended resources
+it holds). A digest that no longer matches the desired container means the container
+must be made anew.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def labels_for(container: DesiredContainer, node: str) -> dict[str, str]:
 
 
 def spec_digest(container: DesiredContainer) -> str:
-    fixed = {
+    fixed: dict[str, object] = {
         "image": container.image,
         "command": container.command,
         "env": sorted(container.env.items()),
@@ -41,6 +42,8 @@ def spec_digest(container: DesiredContainer) -> str:
         "gpus": container.gpus,
         "restart_policy": container.restart_policy,
     }
+    if container.extended:  # only when held, so the digests of other containers stay as they were
+        fixed["extended"] = sorted(container.extended.items())
     return hashlib.sha256(to_json(fixed)).hexdigest()[:16]
 
 

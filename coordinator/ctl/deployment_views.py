@@ -140,6 +140,7 @@ def container_details(body: bytes) -> str:
             ("command", shlex.join(record.command) or "- (the image's)"),
             ("capacity", record.capacity or "- (no quota governs it)"),
             *limits_rows(record),
+            ("holds", _holds(record)),
             *_observed(view.observed, view.state),
             ("restart policy", record.restart_policy),
             ("pool", record.pool),
@@ -245,6 +246,12 @@ def memory(limits: Limits) -> str:
     if limits.mem_reservation:
         return f"soft {format_memory(limits.mem_reservation)}"
     return "-"
+
+
+def _holds(record: ContainerRecord) -> str:
+    """The devices and extended resources the container holds on its node."""
+    held = [*record.gpus, *(f"{name}={n}" for name, n in sorted(record.extended.items()))]
+    return ", ".join(held) or "-"
 
 
 def pairs(values: Mapping[str, object]) -> str:

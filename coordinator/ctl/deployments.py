@@ -2,8 +2,8 @@
 makes.
 
 ``deploy`` reads the API body (a DeploymentSpec) from a TOML or JSON file, from flags, or
-both: a flag wins over the file's value, ``--env``/``--label`` add to the file's maps, and
-the words after ``--`` replace the file's command.
+both: a flag wins over the file's value, ``--env``/``--label``/``--extended`` add to the
+file's maps, and the words after ``--`` replace the file's command.
 """
 
 from __future__ import annotations
@@ -83,6 +83,14 @@ def deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool", help="default: the namespace's pool")
     parser.add_argument("--priority", type=int)
     parser.add_argument("--restart-policy", choices=RESTART_POLICIES)
+    parser.add_argument(
+        "--extended",
+        action="append",
+        type=name_count,
+        default=[],
+        metavar="NAME=COUNT",
+        help="units of an extended resource per container, e.g. example.com/fpga=1; repeatable",
+    )
     for flag in ("env", "label"):
         parser.add_argument(
             f"--{flag}",
@@ -103,6 +111,7 @@ def deployment_spec(args: argparse.Namespace) -> dict[str, Any]:
     spec = read_spec(args.file) if args.file is not None else {}
     spec |= _given(args, SPEC_FLAGS)
     _lay_over(spec, "resources", _given(args, RESOURCE_FLAGS))
+    _lay_over(spec, "resources.extended", dict(args.extended))
     _lay_over(spec, "env", dict(args.env))
     _lay_over(spec, "labels", dict(args.label))
     if args.container_command:
@@ -124,6 +133,13 @@ def read_spec(path: Path) -> dict[str, Any]:
     return spec
 
 
+def name_count(text: str) -> tuple[str, int]:
+    name, equals, count = text.partition("=")
+    if not name or not equals or not count.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected NAME=COUNT, got {text!r}")
+    return name, int(count)
+
+
 def key_value(text: str) -> tuple[str, str]:
     key, equals, value = text.partition("=")
     if not key or not equals:
@@ -136,13 +152,20 @@ def _given(args: argparse.Namespace, fields: tuple[str, ...]) -> dict[str, Any]:
     return {field: getattr(args, field) for field in fields if getattr(args, field) is not None}
 
 
-def _lay_over(spec: dict[str, Any], field: str, values: dict[str, Any]) -> None:
+def _lay_over(spec: dict[str, Any], path: str, values: dict[str, Any]) -> None:
+    """``values`` over the table at ``path`` (dotted for a nested one: ``resources.extended``)."""
     if not values:
         return
-    base = spec.get(field, {})
+    *parents, field = path.split(".")
+    table = spec
+    for name in parents:
+        table = table.setdefault(name, {})
+        if not isinstance(table, dict):
+            raise ValueError(f"{name} in the deployment file must be a table, not {table!r}")
+    base = table.get(field, {})
     if not isinstance(base, dict):
-        raise ValueError(f"{field} in the deployment file must be a table, not {base!r}")
-    spec[field] = base | values
+        raise ValueError(f"{path} in the deployment file must be a table, not {base!r}")
+    table[field] = base | values
 
 
 # -- containers, scale, replace, realloc, delete ---------------------------------------

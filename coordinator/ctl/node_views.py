@@ -42,6 +42,7 @@ def allocation_view(body: bytes) -> str:
             ("memory", f"{_memory(node.memory_used)} of {_memory(node.memory)} used"),
             ("numa memory", ", ".join(f"{n}={_memory(b)}" for n, b in numa_memory.items()) or "-"),
             ("shared pool", cpuset(node.shared_pool) or "- (every core is bound)"),
+            ("extended", _extended(node)),
             ("containers", _containers(node.containers)),
             ("version", node.version),
         ],
@@ -76,6 +77,15 @@ def drained_view(body: bytes) -> str:
 
 def _cores(node: Allocation, pieces: int) -> str:
     return format_cpu(pieces, share_base=node.share_base)
+
+
+def _extended(node: Allocation) -> str:
+    """Each extended resource offered: ``example.com/fpga 1 of 2 used``."""
+    used = node.extended_used
+    return (
+        ", ".join(f"{name} {used.get(name, 0)} of {n} used" for name, n in node.extended.items())
+        or "-"
+    )
 
 
 def _memory(amount: int) -> str:

@@ -57,6 +57,7 @@ class Lifecycle(Placing):
             return record
         resources = moved.state.allocations[container_id].resources
         requests = {
+            **record.requests,  # its devices and extended resources stay as they were
             "cpu": format_cpu(resources.cpu_request, share_base=self._share_base),
             "memory": resources.memory_request,
         }

@@ -15,6 +15,8 @@ from coordinator.deployments.placing import Placing
 from coordinator.deployments.translate import (
     note_for,
 )
+from coordinator.deployments.units import held_extended
+from coordinator.errors import NotFound
 from coordinator.events import Note
 from coordinator.placement import (
     NodeState,
@@ -33,6 +35,14 @@ class NodeAdmin(Placing):
     def allocation(self, node: str) -> tuple[NodeState, bool]:
         """The node's allocation state and whether it is cordoned."""
         return self._state_of(node), node in self._cordoned
+
+    def extended(self, node: str) -> tuple[dict[str, int], dict[str, int]]:
+        """What the node offers of extended resources, and what its containers hold."""
+        record = self._registry.get(node)
+        if record is None:
+            raise NotFound(f"no node {node}")
+        there = (c for c in self._containers.values() if c.node == node)
+        return dict(sorted(record.inventory.extended.items())), held_extended(there)
 
     async def set_node(self, node: str, mode: str, *, why: str = "", **fields: Any) -> NodeState:
         """Change what the node offers (placement spec 11), absolute or delta; refused as

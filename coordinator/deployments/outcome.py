@@ -3,11 +3,13 @@ an HTTP error as it is (reason, rule code, status and the numbers)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from coordinator.deployments.records import ContainerRecord, DeploymentRecord
 from coordinator.errors import ApiError
 from coordinator.placement import PlacementError
+from shared.resource_names import extended_name_problem
 
 
 class DeployRefused(ApiError):
@@ -42,3 +44,19 @@ def refused_by_kind(error: PlacementError) -> DeployRefused:
     if error.kind == "invalid_request":
         return refused_by_placement("invalid", error, 422)
     return refused_by_placement("capacity", error, 409)
+
+
+def check_extended_names(extended: Mapping[str, int]) -> None:
+    """``DeployRefused`` (422, ``invalid_resource_name``) naming every requested extended
+    resource whose name breaks the rule, and why."""
+    problems = {name: extended_name_problem(name) for name in sorted(extended)}
+    bad = {name: problem for name, problem in problems.items() if problem is not None}
+    if bad:
+        said = "; ".join(f"{name!r} {problem}" for name, problem in bad.items())
+        raise DeployRefused(
+            "invalid",
+            "invalid_resource_name",
+            f"extended resources: {said}",
+            422,
+            {"resources": bad},
+        )

@@ -16,11 +16,11 @@ from fractions import Fraction
 
 import msgspec
 
-from coordinator.deployments.gpus import GpuNeed, free_devices, pick
 from coordinator.deployments.ledger import Decision
 from coordinator.deployments.outcome import (
     DeployOutcome,
     DeployRefused,
+    check_extended_names,
     refused_by_placement,
 )
 from coordinator.deployments.pool_link import PoolLink
@@ -31,12 +31,19 @@ from coordinator.deployments.records import (
     HistoryEntry,
 )
 from coordinator.deployments.translate import (
-    gpu_need,
     new_id,
     note_for,
     quota_candidate,
     quota_container,
     quota_requests,
+    unit_need,
+)
+from coordinator.deployments.units import (
+    FreeUnits,
+    Grant,
+    free_units,
+    room,
+    shortage,
 )
 from coordinator.events import Note
 from coordinator.placement import (
@@ -95,8 +102,9 @@ class Placing(PoolLink):
     ) -> list[str]:
         """Admit and place a new deployment's containers into ``change``: all at once by
         its strategy; or one at a time, preempting where allowed, when they do not fit
-        (AUTO); or one at a time on the nodes with the devices, when they need GPUs."""
-        if gpu_need(spec):
+        (AUTO); or one at a time on the nodes with the units, when they need GPUs or
+        extended resources."""
+        if unit_need(spec):
             return self._place_one_by_one(change, namespace, spec, resources, spec.count, now)
         try:
             placement = self._placement(spec, resources)
@@ -136,11 +144,11 @@ class Placing(PoolLink):
     ) -> list[str]:
         """``count`` more containers of ``spec`` into ``change``, each admitted, then
         placed with AUTO beside ``existing`` (node -> containers of the deployment there)
-        on the ready nodes -- only those that still have the devices, when it needs GPUs,
-        which it gets in inventory order. With ``preempt``, one that finds no room takes
-        it from over-quota containers of other quotas where the quota rules allow it.
-        ``DeployRefused`` when one cannot be placed."""
-        need = gpu_need(spec)
+        on the ready nodes -- only those that still have the units it needs (GPU devices,
+        which it gets in inventory order, and extended resources). With ``preempt``, one
+        that finds no room takes it from over-quota containers of other quotas where the
+        quota rules allow it. ``DeployRefused`` when one cannot be placed."""
+        need = unit_need(spec)
         counted = self._counted(change)
         beside = dict(existing or {})
         ids: list[str] = []
@@ -148,16 +156,17 @@ class Placing(PoolLink):
             container_id = new_id(namespace, spec.name)
             candidate = quota_candidate(container_id, namespace, spec, now)
             self._check_admission(counted, candidate, {"admitted_before_refusal": index})
-            devices = self._free_devices(change, need) if need else {}
-            names = sorted(devices) if need else [s.name for s in self._candidates()]
+            free = self._free_units(change) if need else {}
+            grants = room(need, free) if need else {}
+            names = sorted(grants) if need else [s.name for s in self._candidates()]
             views = [self._nodes_state(change, name).view() for name in names]
             if not views:
                 raise DeployRefused(
                     "capacity",
-                    "insufficient_gpus",
-                    f"no ready node has the GPU devices for one more container ({need})",
+                    "insufficient_devices",
+                    f"no ready node has the devices for one more container ({need})",
                     409,
-                    {"admitted_before_refusal": index},
+                    {**shortage(need, free), "admitted_before_refusal": index},
                 )
             try:
                 placement = place(views, resources, 1, "auto", spec.nodes_limit, beside)
@@ -170,9 +179,9 @@ class Placing(PoolLink):
                 counted = [c for c in counted if c.name not in change.removed]
                 placement = self._placement_on(change, node, resources, index)
             (node,) = placement.plans
-            gpus = {container_id: devices[node]} if need else None
+            granted = {container_id: grants[node]} if need else None
             self._assign_all(
-                change, namespace, spec, placement, [container_id], now=now, why=why, gpus=gpus
+                change, namespace, spec, placement, [container_id], now=now, why=why, grants=granted
             )
             counted.append(msgspec.structs.replace(candidate, node=node))
             beside[node] = beside.get(node, 0) + 1
@@ -184,30 +193,23 @@ class Placing(PoolLink):
         after = {**self._containers, **change.containers}
         return [quota_container(c) for cid, c in sorted(after.items()) if cid not in change.removed]
 
-    def _free_devices(self, change: Decision, need: GpuNeed) -> dict[str, list[str]]:
-        """Candidate node -> the devices one more container would get there, for the
-        nodes that have them."""
+    def _free_units(self, change: Decision) -> dict[str, FreeUnits]:
+        """Candidate node -> the units (devices, extended resources) its containers do
+        not hold once ``change`` is applied."""
         after = {**self._containers, **change.containers}
-        found = {}
+        held = [c for cid, c in after.items() if cid not in change.removed]
+        free = {}
         for state in self._candidates():
             record = self._registry.get(state.name)
-            if record is None:
-                continue
-            taken = [
-                uuid
-                for c in after.values()
-                if c.node == state.name and c.id not in change.removed
-                for uuid in c.gpus
-            ]
-            chosen = pick(need, free_devices(record.inventory, taken))
-            if chosen is not None:
-                found[state.name] = chosen
-        return found
+            if record is not None:
+                there = (c for c in held if c.node == state.name)
+                free[state.name] = free_units(record.inventory, there)
+        return free
 
     async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome | None:
         """Make the deployment hold ``count`` containers in all: the new ones admitted and
         placed with AUTO beside the existing ones (whatever the deployment's strategy;
-        ``nodes_limit`` still holds; one by one when they need GPUs), or the newest
+        ``nodes_limit`` still holds; one by one when they need units), or the newest
         removed first."""
         deployment = self._deployments.get((namespace, name))
         if deployment is None:
@@ -227,7 +229,7 @@ class Placing(PoolLink):
                 resources = self._normalized(spec)
                 self._check_pool_limits(spec.pool or namespace, resources, count - len(mine))
                 more, why = count - len(mine), f", scaled to {count}"
-                if gpu_need(spec):
+                if unit_need(spec):
                     self._place_one_by_one(
                         change, namespace, spec, resources, more, now, existing=existing, why=why
                     )
@@ -290,6 +292,7 @@ class Placing(PoolLink):
 
     def _normalized(self, spec: DeploymentSpec) -> Normalized:
         wanted = spec.resources
+        check_extended_names(wanted.extended)
         cpu_limit = wanted.cpu if wanted.cpu_limit is None else wanted.cpu_limit
         memory_limit = wanted.memory if wanted.memory_limit is None else wanted.memory_limit
         try:
@@ -415,10 +418,10 @@ class Placing(PoolLink):
         *,
         now: float,
         why: str = "",
-        gpus: dict[str, list[str]] | None = None,
+        grants: dict[str, Grant] | None = None,
     ) -> None:
         """Charge each planned container to its node and record it; ``why`` goes into
-        its history after where it was placed; ``gpus``: container -> its devices."""
+        its history after where it was placed; ``grants``: container -> its units."""
         resources = placement.resources
         pending = iter(ids)
         for node, plans in sorted(placement.plans.items()):
@@ -448,7 +451,8 @@ class Placing(PoolLink):
                     created=now,
                     capacity="",
                     limits=moved.updates[container_id],
-                    gpus=(gpus or {}).get(container_id, []),
+                    gpus=(grants or {}).get(container_id, Grant()).gpus,
+                    extended=(grants or {}).get(container_id, Grant()).extended,
                     history=[HistoryEntry(at=now, event="placed", detail=f"on {node}{why}")],
                 )
                 change.notes.append(

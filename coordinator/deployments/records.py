@@ -27,7 +27,9 @@ MigProfile = Annotated[str, Meta(pattern=r"^[1-9][0-9]*g\.[1-9][0-9]*gb(\+me)?$"
 class ResourcesSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """As the user writes them: cpu in cores ("1.7", "500m", 2), memory in bytes or a
     quantity ("512Mi"). The limits default to the requests. ``gpus``: whole GPUs per
-    container; ``mig``: MIG devices per container by profile ({"1g.10gb": 1})."""
+    container; ``mig``: MIG devices per container by profile ({"1g.10gb": 1});
+    ``extended``: named extended resources per container ({"example.com/fpga": 1}),
+    their names checked by the service so that a bad one is refused by name."""
 
     cpu: str | int | float
     memory: str | int = 0
@@ -35,6 +37,7 @@ class ResourcesSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     memory_limit: str | int | None = None
     gpus: Annotated[int, Meta(ge=0, le=64)] = 0
     mig: dict[MigProfile, Annotated[int, Meta(ge=1, le=64)]] = {}
+    extended: dict[str, Annotated[int, Meta(ge=1)]] = {}
 
 
 class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -78,6 +81,7 @@ class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
     capacity: str  # "in-quota", "over-quota", or "" when no quota governs it
     limits: Limits
     gpus: list[str] = []  # GPU and MIG device UUIDs
+    extended: dict[str, int] = {}  # extended resource -> units held
     history: list[HistoryEntry] = []
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from coordinator.deployments.gpus import GpuNeed
 from coordinator.deployments.records import ContainerRecord, DeploymentSpec
+from coordinator.deployments.units import UnitNeed
 from coordinator.events import Note
 from coordinator.quotas import Container as QuotaContainer
 from shared.protocol import DesiredContainer, Limits
@@ -55,11 +56,13 @@ def quota_requests(spec: DeploymentSpec) -> dict[str, int | str]:
         "cpu": cpu if isinstance(cpu, str) else str(cpu),
         "memory": spec.resources.memory,
     }
-    return wanted | gpu_need(spec).quota_requests()
+    return wanted | unit_need(spec).quota_requests()
 
 
-def gpu_need(spec: DeploymentSpec) -> GpuNeed:
-    return GpuNeed(whole=spec.resources.gpus, mig=dict(spec.resources.mig))
+def unit_need(spec: DeploymentSpec) -> UnitNeed:
+    """What one container of ``spec`` needs in units: GPU devices, extended resources."""
+    wanted = spec.resources
+    return UnitNeed(GpuNeed(whole=wanted.gpus, mig=dict(wanted.mig)), dict(wanted.extended))
 
 
 def quota_candidate(
@@ -102,4 +105,5 @@ def desired_container(record: ContainerRecord) -> DesiredContainer:
         restart_policy=record.restart_policy,
         capacity=record.capacity,
         gpus=record.gpus,
+        extended=record.extended,
     )

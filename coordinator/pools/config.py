@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from coordinator.pools.errors import PoolConfigError
-from coordinator.quotas.resources import resource_name_problem
+from shared.resource_names import resource_name_problem
 
 ROOT: Final = "<root>"
 NONE, BURST, RELAXED = "none", "burst", "relaxed"

@@ -1,11 +1,13 @@
 """Resource names and exact quantities of the quota engine (spec sections 2, 3 and 9).
 
+The name rules themselves live in ``shared.resource_names`` (the agent checks the
+extended resources it offers by them too).
+
 Invariant: every amount the engine computes with is a ``fractions.Fraction`` in the
 resource's unit -- ``cpu`` in cores (a multiple of 1/share_base), ``memory`` in bytes,
 ``gpu-memory`` in GB, every device or extended resource in units -- so sums, shares and
 comparisons are exact; nothing is floored, rounded or held as a float.
 
-    resource_name_problem("nvidia.com/mig-3G.40GB")            -> "malformed_mig_name"
     parse_amount("cpu", "500m", share_base=100)                -> Fraction(1, 2)
     parse_request({"nvidia.com/mig-1g.10gb": 1, "nvidia.com/gpu": 2})
         -> {"nvidia.com/mig-1g.10gb": 1, "nvidia.com/gpu": 2, "gpu-memory": 42}
@@ -17,7 +19,6 @@ comparisons are exact; nothing is floored, rounded or held as a float.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
@@ -32,65 +33,17 @@ from shared.quantity import (
     parse_gpu_memory,
     parse_memory,
 )
+from shared.resource_names import NVIDIA_GPU, mig_memory_gb, resource_name_problem
 from shared.resources import CPU, GPU_MEMORY, MEMORY
 
-NVIDIA_GPU = "nvidia.com/gpu"
-MIG_PREFIX = "nvidia.com/mig-"
-BARE_NAMES = frozenset({CPU, MEMORY, GPU_MEMORY})
 DEFAULT_GB_PER_GPU = 16
 
 # What users may write as a quantity (JSON or TOML numbers, strings, exact decimals).
 Quantity = int | float | str | Decimal
 Amounts = dict[str, Fraction]
 
-_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-RFC1123_LABEL = re.compile(_LABEL)
-_EXTENDED_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_MIG = re.compile(r"nvidia\.com/mig-([1-9][0-9]*)g\.([1-9][0-9]*)gb(?:\+me)?")
-
 # The order in which resource problems are reported: one code per error (section 3).
 _NAME_CODES = ("invalid_resource_name", "malformed_mig_name")
-
-
-def is_rfc1123_label(name: object) -> bool:
-    """True when ``name`` is a string of at most 63 characters matching
-    ``[a-z0-9]([-a-z0-9]*[a-z0-9])?`` (quota and namespace names). O(len(name))."""
-    return isinstance(name, str) and len(name) <= 63 and RFC1123_LABEL.fullmatch(name) is not None
-
-
-def _is_dns_subdomain(domain: str) -> bool:
-    return len(domain) <= 253 and all(
-        len(label) <= 63 and RFC1123_LABEL.fullmatch(label) for label in domain.split(".")
-    )
-
-
-def resource_name_problem(name: object) -> str | None:
-    """None for a valid resource name, else the code of the rule it breaks.
-
-    Valid: ``cpu``, ``memory``, ``gpu-memory``, or ``<domain>/<name>`` with a lower-case
-    DNS subdomain and a name ``[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`` of at most 63
-    characters. A name starting with ``nvidia.com/mig-`` must be exactly
-    ``nvidia.com/mig-<N>g.<M>gb`` with an optional ``+me`` (N, M positive, no leading
-    zero), else ``malformed_mig_name``. O(len(name)).
-    """
-    if not isinstance(name, str):
-        return "invalid_resource_name"
-    if name in BARE_NAMES:
-        return None
-    if name.startswith(MIG_PREFIX):
-        return None if _MIG.fullmatch(name) else "malformed_mig_name"
-    domain, slash, rest = name.partition("/")
-    if not slash or not _is_dns_subdomain(domain):
-        return "invalid_resource_name"
-    if len(rest) > 63 or _EXTENDED_NAME.fullmatch(rest) is None:
-        return "invalid_resource_name"
-    return None
-
-
-def mig_memory_gb(name: str) -> int | None:
-    """M, the GB of one device of the MIG profile ``name``; None when it is no MIG name."""
-    match = _MIG.fullmatch(name)
-    return int(match.group(2)) if match else None
 
 
 def parse_amount(

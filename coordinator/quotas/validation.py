@@ -29,11 +29,11 @@ from coordinator.quotas.resources import (
     Amounts,
     collect_amounts,
     format_amount,
-    is_rfc1123_label,
     plain,
     raise_first,
 )
 from shared.quantity import DEFAULT_SHARE_BASE, exact_decimal
+from shared.resource_names import is_rfc1123_label
 from shared.resources import CPU
 
 FORMAT_ORDER = (

@@ -45,6 +45,23 @@ def test_tables_of_a_recorded_dual_socket_host_with_reserved_cpus(tmp_path: Path
     assert any(line.split()[:3] == ["0", "0-7,16-23", "64.0Gi"] for line in lines), lines
 
 
+def test_configured_extended_resources_are_part_of_the_inventory(tmp_path: Path) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text('extended_resources = {"example.com/fpga" = 2}\n')
+    shown = discover(f"--config={config}", "--extended-resources=example.com/fpga=3,x.io/nic=1")
+    assert shown.returncode == 0, shown.stderr
+    assert "extended       example.com/fpga=3 x.io/nic=1" in shown.stdout.splitlines()
+    as_json = discover(f"--config={config}", "--json")
+    assert decode_inventory.decode(as_json.stdout).extended == {"example.com/fpga": 2}
+
+
+def test_a_discovered_resource_cannot_be_configured() -> None:
+    result = discover("--extended-resources=nvidia.com/gpu=1")
+    assert result.returncode == 2
+    assert "extended_resources: 'nvidia.com/gpu' is discovered on the host" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_reserving_cpus_that_are_not_online_is_refused(tmp_path: Path) -> None:
     materialize(load_fixture("isolcpus"), tmp_path)
     result = discover(f"--sysfs-root={tmp_path}", "--reserved-cpus=0-31")

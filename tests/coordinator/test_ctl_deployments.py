@@ -111,6 +111,24 @@ def test_a_file_gives_the_fields_and_flags_win_over_them(tmp_path: Path, suffix:
     }
 
 
+def test_extended_flags_add_to_the_files_resources(tmp_path: Path) -> None:
+    path = tmp_path / "fpga.toml"
+    path.write_text(WEB_TOML + '\n[resources.extended]\n"example.com/fpga" = 1\n"x.io/nic" = 1\n')
+    from_file = deployment_spec(parsed("deploy", "team-a", "--file", str(path)))
+    assert from_file["resources"]["extended"] == {"example.com/fpga": 1, "x.io/nic": 1}
+    args = parsed(
+        "deploy", "team-a", "--file", str(path),
+        "--extended", "example.com/fpga=2", "--extended", "y.io/dsp=1",
+    )  # fmt: skip
+    assert deployment_spec(args)["resources"] == {
+        "cpu": "0.5",
+        "memory": "64Mi",
+        "extended": {"example.com/fpga": 2, "x.io/nic": 1, "y.io/dsp": 1},
+    }
+    bare = parsed("deploy", "team-a", "--extended", "example.com/fpga=1")
+    assert deployment_spec(bare) == {"resources": {"extended": {"example.com/fpga": 1}}}
+
+
 @pytest.mark.parametrize(
     ("name", "text", "flags", "message"),
     [
@@ -118,6 +136,12 @@ def test_a_file_gives_the_fields_and_flags_win_over_them(tmp_path: Path, suffix:
         ("web.toml", "name = ", (), "web.toml: Invalid value (at end of document)"),
         ("web.json", "[1]", (), "web.json: expected an object with the deployment's fields"),
         ("web.toml", 'resources = "1"', ("--cpu", "1"), "resources in the deployment file"),
+        (
+            "web.toml",
+            "[resources]\nextended = 2",
+            ("--extended", "a.io/b=1"),
+            "resources.extended in the deployment file must be a table, not 2",
+        ),
     ],
 )
 def test_a_bad_deployment_file_is_refused_saying_why(
@@ -134,6 +158,8 @@ def test_a_bad_deployment_file_is_refused_saying_why(
     [
         ["containers", "--", "sleep"],  # only deploy runs a command
         ["deploy", "team-a", "--env", "NOEQUALS"],
+        ["deploy", "team-a", "--extended", "example.com/fpga"],
+        ["deploy", "team-a", "--extended", "example.com/fpga=one"],
         ["containers", "--capacity", "sometimes"],
         ["delete", "pod", "x"],
         ["scale", "team-a", "web", "many"],
@@ -271,6 +297,7 @@ def test_a_containers_details_show_what_its_agent_reported() -> None:
         "cpu shares      512",
         "cpu quota       none",
         "memory          limit 64Mi, with swap 64Mi, reserved 32Mi",
+        "holds           -",
         "state           exited, started 2026-11-21T09:00:00Z, exit code 137",
         "engine holds    cpuset 2, shares 512, quota none, memory limit 64Mi, with swap 64Mi,"
         " reserved 32Mi",
@@ -282,6 +309,12 @@ def test_a_containers_details_show_what_its_agent_reported() -> None:
         assert line in lines
     pending = container_details(to_json(view))
     assert "state           pending (its node's agent has not reported it yet)" in pending
+
+
+def test_a_containers_details_show_the_devices_and_extended_resources_it_holds() -> None:
+    view = container(gpus=["GPU-aaa"], extended={"x.io/nic": 1, "example.com/fpga": 2})
+    lines = container_details(to_json(view)).splitlines()
+    assert "holds           GPU-aaa, example.com/fpga=2, x.io/nic=1" in lines
 
 
 def test_a_realloc_shows_the_new_limits() -> None:

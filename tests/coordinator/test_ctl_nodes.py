@@ -101,6 +101,7 @@ def test_the_allocation_shows_the_node_and_each_core() -> None:
         "memory       192Mi of 1Gi used",
         "numa memory  0=1Gi",
         "shared pool  1",
+        "extended     -",
         "containers   2: team-a-web-1, team-a-web-2",
         "version      4",
         "",
@@ -130,6 +131,7 @@ def test_an_empty_cordoned_node_without_numa_says_so() -> None:
         "memory       0 of 3.0Gi used",
         "numa memory  -",
         "shared pool  - (every core is bound)",
+        "extended     -",
         "containers   none",
         "version      4",
         "",
@@ -139,6 +141,15 @@ def test_an_empty_cordoned_node_without_numa_says_so() -> None:
     ]
     bare = allocation_view(allocation(cores={}, used={}, numa={}, numa_memory={}))
     assert bare.endswith("version      4\n\nno cores offered")
+
+
+def test_the_allocation_shows_extended_resources_offered_and_used() -> None:
+    shown = allocation(
+        extended={"example.com/fpga": 2, "x.io/nic": 1}, extended_used={"x.io/nic": 1}
+    )
+    assert "extended     example.com/fpga 0 of 2 used, x.io/nic 1 of 1 used" in (
+        allocation_view(shown).splitlines()
+    )
 
 
 def test_cordon_uncordon_and_drain_answer_in_one_line() -> None:

@@ -67,7 +67,7 @@ async def test_whole_gpus_go_to_one_container_each_until_none_is_left(
         pass
     assert sorted(c["gpus"] for c in frame["containers"]) == sorted(given)
     status, refused = await post(cluster, spec("more", 1, gpus=1))
-    assert (status, refused["error"]["code"]) == (409, "insufficient_gpus"), refused
+    assert (status, refused["error"]["code"]) == (409, "insufficient_devices"), refused
     await ws.close()
 
 

@@ -28,6 +28,7 @@ class Spec(msgspec.Struct, frozen=True, kw_only=True):
     ratio: Annotated[float, Meta(gt=0, le=1, description="share kept back")] = 0.5
     verbose: Annotated[bool, Meta(description="say more")] = False
     tags: Annotated[list[str], Meta(description="labels, comma-separated")] = []
+    weights: Annotated[dict[str, int], Meta(description="name=weight, comma-separated")] = {}
     max_items: int = 10
     mode: Literal["fast", "safe"] = "safe"
 
@@ -36,7 +37,7 @@ class Spec(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("fast mode cannot be verbose")
 
 
-KNOWN = "host, max_items, mode, port, ratio, tags, verbose"
+KNOWN = "host, max_items, mode, port, ratio, tags, verbose, weights"
 
 
 def toml_file(tmp_path: Path, text: str) -> Path:
@@ -114,6 +115,33 @@ def test_list_from_environment_is_comma_separated(text: str, expected: list[str]
 
 def test_list_from_flag_is_comma_separated() -> None:
     assert load_spec(flags={"tags": "x,y"}).tags == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("a=1, b = 2", {"a": 1, "b": 2}), ("x.io/y=0,", {"x.io/y": 0}), ("", {})],
+    ids=["two", "one-trailing-comma", "empty"],
+)
+def test_map_from_environment_is_comma_separated_pairs(text: str, expected: dict[str, int]) -> None:
+    assert load_spec(env={"ALLOT_X_WEIGHTS": text}).weights == expected
+
+
+def test_map_from_flag_is_comma_separated_pairs() -> None:
+    assert load_spec(flags={"weights": "a=3"}).weights == {"a": 3}
+
+
+def test_map_item_without_equals_names_the_source() -> None:
+    assert (
+        config_error(flags={"weights": "a=1,b"})
+        == "flag --weights: 'b' is not key=value (write a=1,b=2)"
+    )
+    message = config_error(env={"ALLOT_X_WEIGHTS": "a"})
+    assert message == "environment variable ALLOT_X_WEIGHTS: 'a' is not key=value (write a=1,b=2)"
+
+
+def test_map_value_of_the_wrong_type_names_the_setting() -> None:
+    message = config_error(env={"ALLOT_X_WEIGHTS": "a=many"})
+    assert message.startswith("environment variable ALLOT_X_WEIGHTS: Expected `int`"), message
 
 
 def test_commas_in_a_non_list_setting_are_kept() -> None:

@@ -83,8 +83,14 @@ def test_summary() -> None:
         "numa nodes     2",
         "gpus           2 (MIG devices: 2)",
         "nvidia driver  550.54.15",
+        "extended       none",
         "problems       none",
     ]
+
+
+def test_extended_resources_are_listed_by_name() -> None:
+    text = describe_inventory(small_inventory(extended={"x.io/nic": 1, "example.com/fpga": 2}))
+    assert "extended       example.com/fpga=2 x.io/nic=1" in text.split("\n")
 
 
 def test_numa_table_shows_a_cpu_less_node_with_a_dash() -> None:

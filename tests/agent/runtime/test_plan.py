@@ -268,8 +268,9 @@ def test_a_container_whose_spec_changed_is_removed_then_created() -> None:
         {"labels": {"team": "b"}},
         {"gpus": [GPU]},
         {"restart_policy": "always"},
+        {"extended": {"example.com/fpga": 1}},
     ],
-    ids=["image", "command", "env", "labels", "gpus", "restart-policy"],
+    ids=["image", "command", "env", "labels", "gpus", "restart-policy", "extended"],
 )
 def test_a_change_to_a_fixed_field_makes_the_container_anew(change: dict[str, Any]) -> None:
     before = desired(labels={"team": "a"})
@@ -294,6 +295,13 @@ def test_a_change_to_a_changeable_field_keeps_the_container(change: dict[str, An
     after = msgspec.structs.replace(before, **change)
     work = plan(by_id(after), [observed(before)], {}, HOST)
     assert not any(isinstance(action, Remove | Create) for action in actions(work))
+
+
+def test_holding_no_extended_resource_leaves_the_digest_as_it_was() -> None:
+    # Containers made before extended resources existed must not be made anew: this is
+    # the digest the same container had then.
+    assert spec_digest(desired()) == "bb0a96a986e8620f"
+    assert spec_digest(desired()) != spec_digest(desired(extended={"example.com/fpga": 1}))
 
 
 def test_a_spec_change_on_a_never_started_container_does_not_start_it_first() -> None:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from coordinator.quotas import QuotaError, encode_amounts, format_amount, gpu_memory_gb
-from coordinator.quotas.resources import parse_amount, parse_request, resource_name_problem
+from coordinator.quotas.resources import parse_amount, parse_request
 from shared.quantity import QuantityError
+from shared.resource_names import resource_name_problem
 from tests.coordinator.quotas.states import unchanged
 
 
