@@ -12,6 +12,7 @@ placed one at a time on the nodes that still have the devices.
 
 from __future__ import annotations
 
+from collections import Counter
 from fractions import Fraction
 
 import msgspec
@@ -86,6 +87,7 @@ class Placing(PoolLink):
         except DeployRefused as refusal:
             await self._record_refusal(refusal, namespace, spec.name)
             raise
+        self._note_admitted(change, namespace, spec, ids)
         deployment = DeploymentRecord(namespace=namespace, spec=spec, created=now)
         change.deployments[(namespace, spec.name)] = deployment
         await self._apply(change)
@@ -230,7 +232,7 @@ class Placing(PoolLink):
                 self._check_pool_limits(spec.pool or namespace, resources, count - len(mine))
                 more, why = count - len(mine), f", scaled to {count}"
                 if unit_need(spec):
-                    self._place_one_by_one(
+                    ids = self._place_one_by_one(
                         change, namespace, spec, resources, more, now, existing=existing, why=why
                     )
                 else:
@@ -242,6 +244,7 @@ class Placing(PoolLink):
             except DeployRefused as refusal:
                 await self._record_refusal(refusal, namespace, name, f"scaling to {count}: ")
                 raise
+            self._note_admitted(change, namespace, spec, ids, why)
         for record in reversed(mine[count:]):
             self._release(change, record)
             change.notes.append(note_for("deleted", f"scaled down to {count}", record))
@@ -252,6 +255,24 @@ class Placing(PoolLink):
         await self._apply(change)
         kept = [c for c in self.containers() if (c.namespace, c.deployment) == (namespace, name)]
         return DeployOutcome(updated, kept)
+
+    def _note_admitted(
+        self, change: Decision, namespace: str, spec: DeploymentSpec, ids: list[str], why: str = ""
+    ) -> None:
+        """The ``admitted`` event, first among the decision's: how many containers went
+        into which pool, and how the quota that governs the namespace labels them."""
+        self._relabel(change)  # the labels they will be committed with
+        labels = Counter(change.containers[cid].capacity for cid in ids)
+        governing = [q.name for q in self._quotas.all() if namespace in q.namespaces]
+        quota = (
+            f"quota {governing[0]}: {labels['in-quota']} in-quota,"
+            f" {labels['over-quota']} over-quota"
+            if governing
+            else "no quota governs the namespace"
+        )
+        reason = f"{len(ids)} container(s){why} into pool {spec.pool or namespace}; {quota}"
+        note = Note("admitted", reason, namespace=namespace, deployment=spec.name)
+        change.notes.insert(0, note)
 
     async def _record_refusal(
         self, refusal: DeployRefused, namespace: str, deployment: str, doing: str = ""

@@ -539,11 +539,12 @@ async def test_scale_replace_and_events_through_main(
     assert header == [
         "SEQ", "AGE", "KIND", "NAMESPACE", "DEPLOYMENT", "CONTAINER", "NODE", "REASON"
     ]  # fmt: skip
-    assert [row[2] for row in rows] == ["placed", "placed", "placed", "refused", "replaced"]
+    kinds = [row[2] for row in rows]
+    assert kinds == ["admitted", "placed", "admitted", "placed", "placed", "refused", "replaced"]
     assert rows[-1][3:7] == ["team-a", "web", old, "node-a"]
     assert " ".join(rows[-1][7:]) == f"by {fresh} with image busybox:2"
-    code, out, _ = await allotctl(cluster, capsys, "events", "--kind", "placed", "--since", "2")
-    assert [line.split()[:3] for line in out.splitlines()[1:]] == [["3", "0s", "placed"]]
+    code, out, _ = await allotctl(cluster, capsys, "events", "--kind", "placed", "--since", "4")
+    assert [line.split()[:3] for line in out.splitlines()[1:]] == [["5", "0s", "placed"]]
     code, out, _ = await allotctl(cluster, capsys, "events", "--container", "nothing")
     assert (code, out) == (0, "no events\n")
     code, out, _ = await allotctl(cluster, capsys, "events", "--json", "--kind", "replaced")

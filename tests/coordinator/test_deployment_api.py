@@ -207,7 +207,7 @@ async def test_deployments_and_their_nodes_desired_state_survive_a_restart(
         )
         assert welcome["revision"] > 0
         events = (await call(cluster, "GET", "/v1/events"))[1]["events"]
-        assert [e["kind"] for e in events] == ["placed", "placed"]
+        assert [e["kind"] for e in events] == ["admitted", "placed", "placed"]
         # the half cores are still taken: two more fit, not three
         assert (await call(cluster, "POST", DEPLOYMENTS, spec("more", count=3)))[0] == 409
         await ws.close()
@@ -286,19 +286,20 @@ async def test_every_decision_is_an_event_with_its_reason(cluster: Coordinator) 
     await call(cluster, "DELETE", f"/v1/containers/{container}")
     events = (await call(cluster, "GET", "/v1/events"))[1]["events"]
     assert [(e["kind"], e["deployment"]) for e in events] == [
+        ("admitted", "web"),
         ("placed", "web"),
         ("refused", "huge"),
         ("realloc", "web"),
         ("deleted", "web"),
     ]
-    assert events[1]["reason"].startswith("capacity: ")
-    assert events[2]["reason"] == "cpu_shares 512 -> 1024"
-    later = (await call(cluster, "GET", f"/v1/events?since={events[1]['sequence']}"))[1]
+    assert events[2]["reason"].startswith("capacity: ")
+    assert events[3]["reason"] == "cpu_shares 512 -> 1024"
+    later = (await call(cluster, "GET", f"/v1/events?since={events[2]['sequence']}"))[1]
     assert [e["kind"] for e in later["events"]] == ["realloc", "deleted"]
     refused = (await call(cluster, "GET", "/v1/events?kind=refused"))[1]["events"]
     assert [e["deployment"] for e in refused] == ["huge"]
     others = (await call(cluster, "GET", "/v1/events", token=NAMESPACE_TOKEN))[1]["events"]
-    assert len(others) == 4  # all in team-a, the namespace token's own
+    assert len(others) == 5  # all in team-a, the namespace token's own
     assert (await call(cluster, "GET", "/v1/events?colour=red"))[0] == 400
     await ws.close()
 
