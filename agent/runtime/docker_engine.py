@@ -56,6 +56,7 @@ class Inspected:
     deployment: str
     exit_code: int | None
     started_at: str
+    pid: int = 0  # its main process on the host while it runs
 
 
 class DockerEngine:
@@ -172,6 +173,7 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
         deployment=found.get(labels.DEPLOYMENT, ""),
         exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
         started_at=state.get("StartedAt", ""),
+        pid=state.get("Pid") or 0,
     )
 
 

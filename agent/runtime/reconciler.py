@@ -40,6 +40,7 @@ from agent.runtime.plan import (
 )
 from agent.runtime.settings import Settings
 from agent.runtime.state_file import AgentState, LastReconcile, write_state
+from agent.runtime.usage import Sample, cpu_cores, sample
 from shared.backoff import Backoff
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, DesiredContainer, Status
@@ -48,6 +49,9 @@ from shared.sdnotify import notify
 
 log = get_logger("allot.agent.runtime")
 EVENT_STREAM_RETRY_SECONDS = 1.0
+# A container's usage is measured at most this often: passes that follow each other
+# closely (a burst of Docker events) would otherwise give a CPU rate over a few ms.
+USAGE_SAMPLE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class Runtime:
         self._drift: dict[str, list[str]] = {}
         self._problems: dict[str, str] = {}  # per container: refusal or failure, logged once
         self._observed: list[Inspected] = []
+        self._samples: dict[str, Sample] = {}  # per running container: its last usage sample
+        self._usage: dict[str, tuple[float | None, int | None]] = {}  # cores, bytes
         self._docker_problem = ""
         self._state_problem = ""
         self._adopted = False
@@ -213,6 +219,7 @@ class Runtime:
         self._engine_up()
         self._note_exits(observed)
         self._observed = observed
+        self._measure(observed)
         if desired is not None:
             self._record_problems(desired, work, outcome)
             self._settle(desired, revision, outcome)
@@ -228,6 +235,26 @@ class Runtime:
                 notify("READY=1", f"STATUS=reconciled revision {revision}")
         await self._publish()
         return True
+
+    def _measure(self, observed: list[Inspected]) -> None:
+        """Sample each running container's usage, at most every USAGE_SAMPLE_SECONDS:
+        CPU as cores used since its previous sample, memory as it is now."""
+        now = time.monotonic()
+        running = {one.observed.id: one.pid for one in observed if one.pid > 0}
+        for container_id in self._samples.keys() - running.keys():
+            del self._samples[container_id]
+            self._usage.pop(container_id, None)
+        for container_id, pid in running.items():
+            previous = self._samples.get(container_id)
+            if previous is not None and now - previous.at < USAGE_SAMPLE_SECONDS:
+                continue
+            current = sample(pid, at=now)
+            cores = cpu_cores(previous, current)
+            self._samples[container_id] = current
+            self._usage[container_id] = (
+                None if cores is None else round(cores, 3),
+                current.memory,
+            )
 
     def _note_adoption(self, observed: list[Inspected]) -> None:
         if self._adopted:
@@ -363,6 +390,7 @@ class Runtime:
         for one in self._observed:
             container_id = one.observed.id
             wanted = desired.get(container_id)
+            cores, memory = self._usage.get(container_id, (None, None))
             statuses[container_id] = ContainerStatus(
                 id=container_id,
                 state=one.observed.state,
@@ -375,6 +403,8 @@ class Runtime:
                 exit_code=one.exit_code,
                 error=self._problems.get(container_id, ""),
                 drift=self._drift.get(container_id, []),
+                cpu_usage=cores,
+                memory_usage=memory,
             )
         for container_id, wanted in desired.items():
             if container_id not in statuses:

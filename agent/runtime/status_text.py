@@ -1,12 +1,13 @@
 """``allot-agent status`` as an operator reads it: the node, the last reconcile, then one
-row per container with the limits Docker actually holds."""
+row per container with the limits Docker actually holds and what it uses (cores averaged
+since the previous sample, memory less its inactive file cache)."""
 
 from __future__ import annotations
 
 import time
 
 from agent.runtime.state_file import AgentState
-from shared.quantity import format_memory
+from shared.quantity import format_memory, format_memory_approx
 from shared.text import table
 
 
@@ -42,6 +43,8 @@ def describe_state(state: AgentState, *, now: float | None = None) -> str:
             c.limits.cpu_shares or "-",
             c.limits.cpu_quota if c.limits.cpu_quota > 0 else "-",
             format_memory(c.limits.mem_limit) if c.limits.mem_limit > 0 else "-",
+            "-" if c.cpu_usage is None else f"{c.cpu_usage:.2f}",
+            "-" if c.memory_usage is None else format_memory_approx(c.memory_usage),
             c.revision,
             c.error or ("drift: " + "; ".join(c.drift) if c.drift else ""),
         )
@@ -57,6 +60,8 @@ def describe_state(state: AgentState, *, now: float | None = None) -> str:
         "SHARES",
         "QUOTA",
         "MEMORY",
+        "CPU-USED",
+        "MEM-USED",
         "REVISION",
         "NOTE",
     )
