@@ -159,7 +159,9 @@ async def _update_pools(app: web.Application) -> None:
         try:
             total = cluster_total(registry.all())
             deployments = app[DEPLOYMENTS]
-            shares = await service.update(total, deployments.pool_demands())
+            shares = await service.update(
+                total, deployments.pool_demands(), deployments.pool_usages()
+            )
             await deployments.follow_pool_shares(
                 {pool: share.total * total["cpu"] for pool, share in shares.items()}
             )

@@ -128,16 +128,27 @@ class PoolService:
         self._shares = {n: s for n, s in self._shares.items() if n in pools or n == ROOT}
 
     async def update(
-        self, total: Mapping[str, float], demands: Mapping[str, Mapping[str, float]] | None = None
+        self,
+        total: Mapping[str, float],
+        demands: Mapping[str, Mapping[str, float]] | None = None,
+        usages: Mapping[str, Mapping[str, float]] | None = None,
     ) -> dict[str, Share]:
         """One fair-share update at the wall clock's now; persists the state when due.
-        ``demands``: leaf pool -> what its containers ask for (a pool not in the tree, or
-        not a leaf, is left out)."""
+        ``demands`` / ``usages``: leaf pool -> what its containers ask for / use (a pool
+        not in the tree, or not a leaf, is left out); usages are what a pool is charged
+        by with ``charge_volume_by_usage``, and its ``usage_share``."""
         now = self._wall()
         leaves = set(self._pools) - {p.get("parent") for p in self._pools.values()}
-        asked = demands or {}
-        wanted = {leaf: dict(asked.get(leaf, {})) for leaf in leaves}
-        self._shares = self._tree.update(dict(total), wanted, now)
+
+        def per_leaf(amounts: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+            return {leaf: dict(amounts.get(leaf, {})) for leaf in leaves}
+
+        self._shares = self._tree.update(
+            dict(total),
+            per_leaf(demands or {}),
+            now,
+            usages=None if usages is None else per_leaf(usages),
+        )
         for alert in self._tree.alerts:
             log.warning("pool guarantees exceed the cluster", alert=alert)
         if now - self._state_written_at >= STATE_WRITE_SECONDS:

@@ -20,7 +20,7 @@ from coordinator.deployments.records import ContainerRecord, DeploymentSpec
 from coordinator.events import Event
 from shared.codec import json_decoder
 from shared.protocol import ContainerStatus, Limits
-from shared.quantity import format_memory
+from shared.quantity import format_memory, format_memory_approx
 from shared.text import table
 
 
@@ -284,7 +284,8 @@ def _strategy(spec: DeploymentSpec) -> str:
 
 
 def _observed(observed: ContainerStatus | None, state: str) -> list[tuple[str, object]]:
-    """What the node's agent last reported: state, the limits the engine holds, drift."""
+    """What the node's agent last reported: state, the limits the engine holds, what the
+    container uses, drift."""
     if observed is None:
         return [("state", f"{state} (its node's agent has not reported it yet)")]
     text = observed.state
@@ -297,9 +298,12 @@ def _observed(observed: ContainerStatus | None, state: str) -> list[tuple[str, o
     held = observed.limits
     engine = f"cpuset {held.cpuset_cpus or '-'}, shares {held.cpu_shares}"
     engine += f", quota {quota(held)}, memory {_memory_limits(held)}"
+    cpu = "-" if observed.cpu_usage is None else f"{observed.cpu_usage:.2f} cores"
+    memory = "-" if observed.memory_usage is None else format_memory_approx(observed.memory_usage)
     return [
         ("state", text),
         ("engine holds", engine),
+        ("uses", f"cpu {cpu}, memory {memory}"),
         ("revision", observed.revision),
         ("drift", "; ".join(observed.drift) or "-"),
     ]

@@ -10,6 +10,8 @@ when it moves by more than ``QUOTA_CHANGE`` of its value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from coordinator.deployments.ledger import Decision, Ledger
@@ -63,13 +65,40 @@ class PoolLink(Ledger):
 
     def pool_demands(self) -> dict[str, dict[str, float]]:
         """Pool -> what its containers ask for: cores and bytes."""
-        demands: dict[str, dict[str, float]] = {}
+        return self._per_pool(self._requested)
+
+    def pool_usages(self) -> dict[str, dict[str, float]]:
+        """Pool -> what its containers use, as their agents last measured it: cores and
+        bytes. A figure not measured yet (a container just placed, or on a node whose
+        agent does not say) counts as what the container asks for."""
+
+        def used(record: ContainerRecord) -> tuple[float, float]:
+            cpu, memory = self._requested(record)
+            seen = self._observed.get(record.id)
+            if seen is None:
+                return cpu, memory
+            return (
+                cpu if seen.cpu_usage is None else seen.cpu_usage,
+                memory if seen.memory_usage is None else float(seen.memory_usage),
+            )
+
+        return self._per_pool(used)
+
+    def _requested(self, record: ContainerRecord) -> tuple[float, float]:
+        resources = self._nodes[record.node].allocations[record.id].resources
+        return resources.cpu_request / resources.share_base, float(resources.memory_request)
+
+    def _per_pool(
+        self, amounts: Callable[[ContainerRecord], tuple[float, float]]
+    ) -> dict[str, dict[str, float]]:
+        """Pool -> its containers' ``amounts`` summed: {"cpu": cores, "memory": bytes}."""
+        pools: dict[str, dict[str, float]] = {}
         for record in self._containers.values():
-            resources = self._nodes[record.node].allocations[record.id].resources
-            demand = demands.setdefault(record.pool, {"cpu": 0.0, "memory": 0.0})
-            demand["cpu"] += resources.cpu_request / resources.share_base
-            demand["memory"] += resources.memory_request
-        return demands
+            cpu, memory = amounts(record)
+            total = pools.setdefault(record.pool, {"cpu": 0.0, "memory": 0.0})
+            total["cpu"] += cpu
+            total["memory"] += memory
+        return pools
 
     async def follow_pool_shares(self, cores: dict[str, float]) -> None:
         """Set each unbound container's CFS quota from its pool's cores (``cores``: pool

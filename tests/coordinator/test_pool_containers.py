@@ -16,6 +16,7 @@ from tests.coordinator.conftest import (
     API_TOKEN,
     Coordinator,
     config_for,
+    frame,
     receive_frame,
     register,
     start,
@@ -130,4 +131,32 @@ async def test_a_node_whose_containers_changed_without_its_allocation_takes_new_
         await asyncio.sleep(0.05)
     more = unbound("more") | {"count": 1, "resources": {"cpu": "0.1", "memory": "16Mi"}}
     await call(fast_pools, "POST", "/v1/namespaces/team-a/deployments", more)
+    await ws.close()
+
+
+async def test_a_pools_usage_is_what_its_agents_measure(fast_pools: Coordinator) -> None:
+    ws = await register(fast_pools, "node-a")  # 2 cores
+    await call(fast_pools, "PUT", "/v1/pools/team-a", {"weight": 1.0})
+    placed = await call(fast_pools, "POST", "/v1/namespaces/team-a/deployments", unbound("batch"))
+    ids = [view["record"]["id"] for view in placed["containers"]]
+
+    async def usage_share() -> float | None:
+        shown = await call(fast_pools, "GET", "/v1/pools/team-a")
+        share: float | None = shown["introspection"]["usage_share"]  # None before an update
+        return share
+
+    async def settles_at(expected: float) -> None:
+        for _ in range(100):
+            if await usage_share() == pytest.approx(expected):
+                return
+            await asyncio.sleep(0.05)
+        assert await usage_share() == pytest.approx(expected)
+
+    # Not measured yet: each container counts what it asks for, 1 core each of 2.
+    await settles_at(1.0)
+    measured = [
+        {"id": cid, "state": "running", "cpu_usage": 0.25, "memory_usage": 8 << 20} for cid in ids
+    ]
+    await ws.send_bytes(frame("status", applied_revision=1, containers=measured))
+    await settles_at(0.25)  # 0.5 cores of 2 is the dominant share (memory is far less)
     await ws.close()

@@ -5,6 +5,7 @@ What it prints is what the coordinator placed and what Docker then holds."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,6 +150,8 @@ def test_allotctl_deploys_shows_reallocs_and_deletes_on_a_real_node(
     assert "labels          tier=web" in details
     assert any(line.startswith("state           running, started 20") for line in details)
     assert f"engine holds    cpuset {cpu}, shares 307, quota none," in "\n".join(details)
+    (uses,) = [line for line in details if line.startswith("uses ")]
+    assert re.fullmatch(r"uses +cpu (-|\d+\.\d\d cores), memory (-|[\d.]+(Ki|Mi)?)", uses), uses
 
     # a realloc changes the limits live; Docker holds them soon after
     assert ctl(url, "realloc", web, "--cpu", "0.1", "--memory", "16Mi") == [
