@@ -40,6 +40,10 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     stop_timeout_seconds: Annotated[
         int, Meta(ge=0, description="grace between SIGTERM and SIGKILL when removing a container")
     ] = 10
+    replace_settle_seconds: Annotated[
+        float,
+        Meta(ge=0, description="how long a replacing container must run before the old one goes"),
+    ] = 5.0
     state_dir: Annotated[
         str, Meta(description="where the agent keeps the state `allot-agent status` shows")
     ] = "/run/allot"

@@ -140,6 +140,7 @@ def _runtime_options(config: AgentConfig, inventory: Inventory) -> RuntimeOption
         state_path=state_path(config.state_dir, config.name),
         resync_seconds=config.resync_seconds,
         stop_timeout_seconds=config.stop_timeout_seconds,
+        replace_settle_seconds=config.replace_settle_seconds,
         watchdog_seconds=watchdog_interval(),
         backoff_initial_seconds=config.backoff_initial_seconds,
         backoff_max_seconds=config.backoff_max_seconds,

@@ -113,6 +113,9 @@ class DockerEngine:
             self.client.api.update_container, docker_id, **_settings_arguments(settings)
         )
 
+    async def stop(self, docker_id: str, *, stop_timeout: int) -> None:
+        await self._call(self.client.api.stop, docker_id, timeout=stop_timeout)
+
     async def remove(self, docker_id: str, *, stop_timeout: int) -> None:
         try:
             await self._call(self.client.api.stop, docker_id, timeout=stop_timeout)
@@ -168,6 +171,7 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
                 mem_reservation=host.get("MemoryReservation") or 0,
             ),
             created=attrs.get("Created", ""),
+            started_at=state.get("StartedAt", ""),
         ),
         namespace=found.get(labels.NAMESPACE, ""),
         deployment=found.get(labels.DEPLOYMENT, ""),

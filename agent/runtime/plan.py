@@ -18,13 +18,22 @@ The rules (a container without an ``allot.id`` label is never touched):
 - one never started is started; an exited one is left to its restart policy, which
   Docker carries out (starting it here as well would race Docker's own restart, above
   all while the engine itself starts).
+
+A desired container N that ``replaces`` O (placement spec 10) is a swap, and O, though not
+desired, is kept until the swap ends:
+- while O runs and N does not exist, O is stopped; once O is down, N is created;
+- once N has run for ``settle_seconds``, O is removed: the swap is done;
+- if N exits (or its creation failed: ``failed``), N is removed and O started again,
+  and N is not made again while the desired state stays the same.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 import msgspec
 
@@ -68,6 +77,7 @@ class Observed:
     state: str  # created, running, paused, restarting, removing, exited, dead
     limits: Limits
     created: str  # Docker's Created timestamp (ISO 8601, so it sorts as text)
+    started_at: str = ""  # Docker's StartedAt (ISO 8601, UTC)
 
 
 @dataclass(frozen=True)
@@ -93,12 +103,18 @@ class Update:
 
 
 @dataclass(frozen=True)
+class Stop:
+    docker_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Remove:
     docker_id: str
     reason: str
 
 
-Action = Create | Start | Update | Remove
+Action = Create | Start | Update | Stop | Remove
 
 
 @dataclass(frozen=True)
@@ -106,6 +122,18 @@ class Work:
     id: str
     actions: tuple[Action, ...] = ()
     problem: str = ""  # why the desired state cannot be met, for the container's status
+    swap_failed: str = ""  # a replacing container that could not run: why
+
+
+@dataclass(frozen=True)
+class Swaps:
+    """What the planner needs to know of swaps beyond Docker: the time (epoch seconds),
+    how long a replacing container must run before the old one goes, and the replacing
+    containers that already failed (id -> why)."""
+
+    now: float = 0.0
+    settle_seconds: float = 0.0
+    failed: Mapping[str, str] = field(default_factory=dict)
 
 
 def plan(
@@ -113,16 +141,21 @@ def plan(
     observed: Iterable[Observed],
     applied: Mapping[str, Settings],
     host: Host,
+    swaps: Swaps | None = None,
 ) -> list[Work]:
+    swaps = swaps or Swaps()
     targets = target_settings(desired, host)
     by_id: dict[str, list[Observed]] = defaultdict(list)
     for container in observed:
         if container.id and container.state != "removing":  # no allot.id: not ours
             by_id[container.id].append(container)
+    replaced = {c.replaces for c in desired.values() if c.replaces and c.replaces not in desired}
     work = []
     for container_id in sorted(by_id.keys() | desired.keys()):
         wanted = desired.get(container_id)
         if wanted is None:
+            if container_id in replaced:
+                continue  # its replacing container's swap decides
             leftovers = _keeper_first(by_id[container_id])
             removals = tuple(Remove(c.docker_id, "no longer desired") for c in leftovers)
             work.append(Work(container_id, removals))
@@ -131,9 +164,57 @@ def plan(
         kept, extra = (ranked[0], ranked[1:]) if ranked else (None, [])
         duplicates = tuple(Remove(c.docker_id, "duplicate") for c in extra)
         one = _work_for(wanted, kept, targets[container_id], applied.get(container_id), host)
-        if duplicates or one.actions or one.problem:
-            work.append(Work(container_id, duplicates + one.actions, one.problem))
+        if wanted.replaces in replaced:
+            old = _keeper_first(by_id[wanted.replaces])
+            one, for_old = _swap(wanted, kept, old[0] if old else None, one, swaps)
+            if for_old.actions:
+                work.append(for_old)
+        if duplicates or one.actions or one.problem or one.swap_failed:
+            work.append(Work(container_id, duplicates + one.actions, one.problem, one.swap_failed))
     return work
+
+
+def _swap(
+    wanted: DesiredContainer, new: Observed | None, old: Observed | None, usual: Work, swaps: Swaps
+) -> tuple[Work, Work]:
+    """The work of a swap (module docstring): for the replacing container, whose work
+    would otherwise be ``usual``, and for the one it replaces."""
+    old_id = wanted.replaces
+    failed = swaps.failed.get(wanted.id)
+    if failed is None and new is not None and new.state in ("exited", "dead", "restarting"):
+        failed = f"it did not keep running ({new.state})"
+    if failed is not None:
+        gone = (Remove(new.docker_id, "replace failed"),) if new is not None else ()
+        down = old is not None and old.state != "running"
+        back = (Start(old.docker_id, "its replacement failed"),) if old and down else ()
+        return (
+            Work(wanted.id, gone, f"replace failed: {failed}", swap_failed=failed),
+            Work(old_id, back),
+        )
+    if new is None:
+        if old is not None and old.state == "running":
+            return Work(wanted.id), Work(old_id, (Stop(old.docker_id, f"replaced by {wanted.id}"),))
+        return usual, Work(old_id)
+    ran = _epoch(new.started_at)
+    settled = new.state == "running" and ran is not None and swaps.now - ran >= swaps.settle_seconds
+    if settled and old is not None:
+        return usual, Work(old_id, (Remove(old.docker_id, f"replaced by {wanted.id}"),))
+    if old is not None and old.state == "running":
+        return usual, Work(old_id, (Stop(old.docker_id, f"replaced by {wanted.id}"),))
+    return usual, Work(old_id)
+
+
+_STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z")
+
+
+def _epoch(stamp: str) -> float | None:
+    """Epoch seconds of a Docker timestamp ("2026-11-24T16:08:16.961234567Z"); None when
+    it is not one (Python's parser takes at most microseconds, Docker gives nanoseconds)."""
+    found = _STAMP.fullmatch(stamp)
+    if found is None:
+        return None
+    whole = datetime.fromisoformat(found[1] + "+00:00").timestamp()
+    return whole + float(found[2] or 0)
 
 
 def target_settings(desired: Mapping[str, DesiredContainer], host: Host) -> dict[str, Settings]:

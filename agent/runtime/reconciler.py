@@ -32,6 +32,8 @@ from agent.runtime.plan import (
     Host,
     Remove,
     Start,
+    Stop,
+    Swaps,
     Update,
     Work,
     plan,
@@ -52,6 +54,7 @@ EVENT_STREAM_RETRY_SECONDS = 1.0
 # A container's usage is measured at most this often: passes that follow each other
 # closely (a burst of Docker events) would otherwise give a CPU rate over a few ms.
 USAGE_SAMPLE_SECONDS = 1.0
+SWAP_POLL_SECONDS = 0.5  # how often passes run while a swap waits for its settle time
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class RuntimeOptions:
     backoff_initial_seconds: float = 0.5
     backoff_max_seconds: float = 30.0
     node_problems: Sequence[str] = ()  # from discovery (e.g. NVML), reported with ours
+    replace_settle_seconds: float = 5.0  # a replacement runs this long before the old one goes
 
 
 @dataclass
@@ -98,6 +102,7 @@ class Runtime:
         self._observed: list[Inspected] = []
         self._samples: dict[str, Sample] = {}  # per running container: its last usage sample
         self._usage: dict[str, tuple[float | None, int | None]] = {}  # cores, bytes
+        self._failed_swaps: dict[str, str] = {}  # replacing container -> why it failed
         self._docker_problem = ""
         self._state_problem = ""
         self._adopted = False
@@ -162,6 +167,8 @@ class Runtime:
                 self._wake.clear()
                 healthy = await self._pass()
                 delay = self.options.resync_seconds
+                if self._swapping():
+                    delay = min(delay, SWAP_POLL_SECONDS)  # to see its settle time pass
                 if healthy:
                     backoff.reset()
                 else:
@@ -208,8 +215,11 @@ class Runtime:
             observed = await self.engine.observe()
             self._note_adoption(observed)
             if desired is not None:
-                work = plan(desired, [one.observed for one in observed], self._applied, self.host)
+                swaps = self._swaps(desired)
+                seen = [one.observed for one in observed]
+                work = plan(desired, seen, self._applied, self.host, swaps)
                 outcome = await self._carry_out(work)
+                self._note_failed_swaps(desired, work, outcome)
                 if outcome.actions:
                     observed = await self.engine.observe()
         except EngineUnavailable as error:
@@ -255,6 +265,51 @@ class Runtime:
                 None if cores is None else round(cores, 3),
                 current.memory,
             )
+
+    def _swaps(self, desired: dict[str, DesiredContainer]) -> Swaps:
+        """The planner's view of swaps; failures are forgotten once the coordinator no
+        longer asks for that swap."""
+        self._failed_swaps = {
+            cid: why
+            for cid, why in self._failed_swaps.items()
+            if cid in desired and desired[cid].replaces
+        }
+        return Swaps(
+            now=self._clock(),
+            settle_seconds=self.options.replace_settle_seconds,
+            failed=dict(self._failed_swaps),
+        )
+
+    def _swapping(self) -> bool:
+        desired = self._desired or {}
+        return any(c.replaces and c.id not in self._failed_swaps for c in desired.values())
+
+    def _note_failed_swaps(
+        self, desired: dict[str, DesiredContainer], work: list[Work], outcome: _Pass
+    ) -> None:
+        """A replacing container that exited, or could not be created or started, fails
+        its swap: the next pass removes it and starts the old one again (right away)."""
+        failed = {one.id: one.swap_failed for one in work if one.swap_failed}
+        for container_id, error in outcome.errors.items():
+            wanted = desired.get(container_id)
+            if wanted is not None and wanted.replaces:
+                failed.setdefault(container_id, error)
+        for container_id, why in failed.items():
+            if container_id not in self._failed_swaps:
+                old = desired[container_id].replaces
+                log.warning("replace failed", id=container_id, old=old, error=why)
+                self._failed_swaps[container_id] = why
+                self._wake.set()
+
+    def _replacing(self, wanted: DesiredContainer | None) -> str:
+        """How the swap of a replacing container stands: pending, done or failed."""
+        if wanted is None or not wanted.replaces:
+            return ""
+        if wanted.id in self._failed_swaps:
+            return "failed"
+        states = {one.observed.id: one.observed.state for one in self._observed}
+        done = states.get(wanted.id) == "running" and wanted.replaces not in states
+        return "done" if done else "pending"
 
     def _note_adoption(self, observed: list[Inspected]) -> None:
         if self._adopted:
@@ -311,6 +366,9 @@ class Runtime:
         elif isinstance(action, Start):
             await self.engine.start(action.docker_id)
             log.info("container started", id=container_id, reason=action.reason)
+        elif isinstance(action, Stop):
+            await self.engine.stop(action.docker_id, stop_timeout=self.options.stop_timeout_seconds)
+            log.info("container stopped", id=container_id, reason=action.reason)
         elif isinstance(action, Update):
             await self.engine.update(action.docker_id, action.settings)
             if action.drift:
@@ -405,6 +463,7 @@ class Runtime:
                 drift=self._drift.get(container_id, []),
                 cpu_usage=cores,
                 memory_usage=memory,
+                replacing=self._replacing(wanted),
             )
         for container_id, wanted in desired.items():
             if container_id not in statuses:
@@ -416,6 +475,7 @@ class Runtime:
                     deployment=wanted.deployment,
                     capacity=wanted.capacity,
                     error=problem,
+                    replacing=self._replacing(wanted),
                 )
         return [statuses[key] for key in sorted(statuses)]
 
@@ -445,4 +505,5 @@ def _describe(settings: Settings) -> dict[str, object]:
 
 
 def _verb(action: Action) -> str:
-    return {Create: "create", Start: "start", Update: "update", Remove: "remove"}[type(action)]
+    verbs = {Create: "create", Start: "start", Update: "update", Stop: "stop", Remove: "remove"}
+    return verbs[type(action)]
