@@ -12,7 +12,8 @@ using the ones below it:
 - ``pool_link``: pools on containers (demand, limits at admission, CPU quota from the
   pool's fair share);
 - ``placing``: admission and placement of new containers, with preemption;
-- ``lifecycle``: realloc, replace, delete, and release after a node is lost;
+- ``lifecycle``: realloc, delete, and release after a node is lost;
+- ``swaps``: replacing a container in its allocation, ended by its agent's report;
 - ``node_admin``: SetNode, cordon, drain, and capacity that follows the hardware.
 """
 
@@ -20,8 +21,9 @@ from __future__ import annotations
 
 from coordinator.deployments.lifecycle import Lifecycle
 from coordinator.deployments.node_admin import NodeAdmin
+from coordinator.deployments.swaps import Swapping
 
 
-class DeploymentService(Lifecycle, NodeAdmin):
+class DeploymentService(Lifecycle, NodeAdmin, Swapping):
     """Every layer of the deployment service in one object: what the API, the agent hub
     and the coordinator's loops hold."""

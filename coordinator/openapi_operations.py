@@ -698,6 +698,11 @@ _CONTAINERS = (
         description=(
             "The new container (a new id) takes over the old one's cores and limits in one"
             " commit; nothing is planned or charged twice. The command stays unless given."
+            " The node's agent stops the old container, starts the new one and removes the"
+            " old one once the new one has run for its settle time; if the new one does not"
+            " keep running, it is removed, the old one runs again and gets its allocation"
+            " back. Until then the new record says `replaces` and the old one `replaced_by`;"
+            " 409 `swap_under_way` for a container already in a swap."
         ),
     ),
     Operation(

@@ -18,6 +18,7 @@ them with the desired state.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -130,6 +131,9 @@ class Ledger:
         self._allocation_revision: dict[str, int] = {}
         self._node_revision: dict[str, int] = {}
         self._containers: dict[str, ContainerRecord] = {}
+        self._replaced: dict[str, ContainerRecord] = {}  # being swapped out: no allocation
+        self._ending: set[str] = set()  # swaps whose end is being committed (swaps.py)
+        self._tasks: set[asyncio.Task[None]] = set()  # those commits, kept from the GC
         self._deployments: dict[tuple[str, str], DeploymentRecord] = {}
         self._observed: dict[str, ContainerStatus] = {}
         self._preemptions: list[PreemptionRecord] = []  # for the cool-down (quotas 8.3)
@@ -157,7 +161,7 @@ class Ledger:
             service._node_revision[state.name] = entry.mod_revision
         for entry in await store.range(CONTAINER_PREFIX):
             record = _decode_container.decode(entry.value)
-            service._containers[record.id] = record
+            (service._replaced if record.replaced_by else service._containers)[record.id] = record
             revision = service._node_revision.get(record.node, 0)
             service._node_revision[record.node] = max(revision, entry.mod_revision)
         for entry in await store.range(CORDON_PREFIX):
@@ -184,7 +188,8 @@ class Ledger:
         return [self._containers[cid] for cid in sorted(self._containers)]
 
     def container(self, container_id: str) -> ContainerRecord | None:
-        return self._containers.get(container_id)
+        """A live container, or one being replaced (``replaced_by`` says by which)."""
+        return self._containers.get(container_id) or self._replaced.get(container_id)
 
     def observed(self, container_id: str) -> ContainerStatus | None:
         return self._observed.get(container_id)
@@ -269,6 +274,8 @@ class Ledger:
             self._record_limits(change, moved.updates, record.node, self._clock())
         change.containers.pop(record.id, None)
         change.removed.append(record.id)
+        if record.replaces in self._replaced:  # mid-swap: the old one goes with it
+            change.removed.append(record.replaces)
 
     async def _apply(self, change: Decision) -> None:
         """Relabel, apply to memory, commit; on a failed commit put memory back."""
@@ -277,6 +284,7 @@ class Ledger:
             dict(self._nodes),
             dict(self._containers),
             dict(self._deployments),
+            dict(self._replaced),
         )
         compares = tuple(
             Compare(allocation_key(node), self._allocation_revision.get(node, 0))
@@ -301,9 +309,15 @@ class Ledger:
             + staged.deletes
         )
         self._nodes.update(change.nodes)
-        self._containers.update(change.containers)
+        for cid, record in change.containers.items():
+            held, apart = (self._replaced, self._containers)
+            if not record.replaced_by:
+                held, apart = apart, held
+            held[cid] = record
+            apart.pop(cid, None)
         for cid in change.removed:
             self._containers.pop(cid, None)
+            self._replaced.pop(cid, None)
             self._observed.pop(cid, None)
         self._deployments.update(change.deployments)
         for key in change.removed_deployments:
@@ -311,10 +325,10 @@ class Ledger:
         try:
             result = await self._store.commit(Txn(compares=compares, puts=puts, deletes=deletes))
         except BaseException:
-            self._nodes, self._containers, self._deployments = before
+            self._nodes, self._containers, self._deployments, self._replaced = before
             raise
         if not result.succeeded:
-            self._nodes, self._containers, self._deployments = before
+            self._nodes, self._containers, self._deployments, self._replaced = before
             raise DeployRefused(
                 "conflict",
                 "conflict",
@@ -347,6 +361,7 @@ class Ledger:
         after = {**self._containers, **change.containers}
         for cid in change.removed:
             after.pop(cid, None)
+        after = {cid: record for cid, record in after.items() if not record.replaced_by}
         counted = [quota_container(c) for c in after.values()]
         labels: dict[str, str] = {}
         for quota in self._quotas.all():

@@ -1,5 +1,5 @@
-"""A container's life after placement: realloc, replace, delete, and release when its
-node is lost.
+"""A container's life after placement: realloc, delete, and release when its node is
+lost (replacing one is ``swaps``).
 
 A lost node's containers stay allocated for a grace period (the node may come back with
 them still running); then, in one commit, they are released and those whose restart
@@ -23,7 +23,6 @@ from coordinator.deployments.records import (
 )
 from coordinator.deployments.translate import (
     limits_change,
-    new_id,
     note_for,
 )
 from coordinator.nodes import NodeState as NodeHealth
@@ -31,13 +30,12 @@ from coordinator.placement import (
     Delta,
     PlacementError,
     realloc,
-    replace,
 )
 from shared.quantity import format_cpu
 
 
 class Lifecycle(Placing):
-    """Containers already placed: changed, replaced, removed, released."""
+    """Containers already placed: changed, removed, released."""
 
     async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord | None:
         """Change a running container's resources by ``delta``, in place and all or
@@ -107,34 +105,6 @@ class Lifecycle(Placing):
                 )
         await self._apply(change)
         return [record.id for record in gone]
-
-    async def replace(
-        self, container_id: str, image: str, command: list[str] | None
-    ) -> ContainerRecord | None:
-        """A new container with a new image (and command, if given) in the old one's
-        allocation: nothing is planned or charged twice (placement spec 10). The swap
-        is one commit; the node's agent then removes the old container and starts the
-        new one with identical limits."""
-        record = self._containers.get(container_id)
-        if record is None:
-            return None
-        fresh = new_id(record.namespace, record.deployment)
-        state = self._nodes[record.node]
-        moved = replace(state, container_id, fresh)
-        now = self._clock()
-        entry = HistoryEntry(at=now, event="replaced", detail=f"{container_id} ({record.image})")
-        change = Decision(nodes={record.node: moved.state}, removed=[container_id])
-        change.containers[fresh] = msgspec.structs.replace(
-            record,
-            id=fresh,
-            image=image,
-            command=record.command if command is None else command,
-            created=now,
-            history=[*record.history, entry],
-        )
-        change.notes.append(note_for("replaced", f"by {fresh} with image {image}", record))
-        await self._apply(change)
-        return self._containers[fresh]
 
     async def delete_container(self, container_id: str) -> ContainerRecord | None:
         record = self._containers.get(container_id)

@@ -83,6 +83,10 @@ class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
     gpus: list[str] = []  # GPU and MIG device UUIDs
     extended: dict[str, int] = {}  # extended resource -> units held
     history: list[HistoryEntry] = []
+    # A swap (placement spec 10): the new container ``replaces`` the old one, which is
+    # ``replaced_by`` it and holds no allocation until the swap is done or has failed.
+    replaces: str = ""
+    replaced_by: str = ""
 
 
 class DeploymentRecord(msgspec.Struct, frozen=True, kw_only=True):

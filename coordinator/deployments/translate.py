@@ -106,4 +106,5 @@ def desired_container(record: ContainerRecord) -> DesiredContainer:
         capacity=record.capacity,
         gpus=record.gpus,
         extended=record.extended,
+        replaces=record.replaces,
     )

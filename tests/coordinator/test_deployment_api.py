@@ -16,6 +16,7 @@ from tests.coordinator.conftest import (
     NAMESPACE_TOKEN,
     Coordinator,
     config_for,
+    frame,
     hello,
     receive_frame,
     register,
@@ -371,12 +372,57 @@ async def test_a_replaced_container_takes_over_the_allocation_with_a_new_image(
     new = answer["record"]
     assert (new["image"], new["node"], new["limits"]) == ("busybox:2", old["node"], old["limits"])
     assert new["history"][-1]["event"] == "replaced"
-    assert (await call(cluster, "GET", f"/v1/containers/{old['id']}"))[0] == 404
+    assert new["replaces"] == old["id"]
+    status, kept = await call(cluster, "GET", f"/v1/containers/{old['id']}")
+    assert (status, kept["record"]["replaced_by"]) == (200, new["id"])
     desired = await next_desired(ws)
-    ids = {c["id"] for c in desired["containers"]}
-    assert new["id"] in ids
-    assert old["id"] not in ids
+    pushed = {c["id"]: c for c in desired["containers"]}
+    assert pushed[new["id"]]["replaces"] == old["id"]
+    assert old["id"] not in pushed
     # nothing charged twice: the node still has room for exactly two more half cores
     assert (await call(cluster, "POST", DEPLOYMENTS, spec("more", count=3)))[0] == 409
     assert (await call(cluster, "POST", DEPLOYMENTS, spec("more", count=2)))[0] == 201
+    # the agent says the swap is done: the old record goes, the new one stands alone
+    done = {"id": new["id"], "state": "running", "replacing": "done"}
+    await ws.send_bytes(frame("status", applied_revision=desired["revision"], containers=[done]))
+    while True:  # past the pushes of the "more" deployment
+        pushed = {c["id"]: c for c in (await next_desired(ws))["containers"]}
+        if pushed[new["id"]]["replaces"] == "":
+            break
+    assert (await call(cluster, "GET", f"/v1/containers/{old['id']}"))[0] == 404
+    await ws.close()
+
+
+async def test_a_failed_replacement_gives_the_allocation_back_to_the_old_container(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    old = (await call(cluster, "POST", DEPLOYMENTS, spec(count=1)))[1]["containers"][0]["record"]
+    await next_desired(ws)
+    new = (await call(cluster, "POST", f"/v1/containers/{old['id']}/replace", {"image": "x"}))[1]
+    new = new["record"]
+    refused = await call(cluster, "POST", f"/v1/containers/{new['id']}/replace", {"image": "y"})
+    assert (refused[0], refused[1]["error"]["code"]) == (409, "swap_under_way")
+    desired = await next_desired(ws)
+    failed = {
+        "id": new["id"],
+        "state": "missing",
+        "replacing": "failed",
+        "error": "replace failed: it did not keep running (exited)",
+    }
+    for _ in range(2):  # a report that comes twice ends the swap once
+        await ws.send_bytes(
+            frame("status", applied_revision=desired["revision"], containers=[failed])
+        )
+    desired = await next_desired(ws)
+    assert [(c["id"], c["replaces"]) for c in desired["containers"]] == [(old["id"], "")]
+    assert (await call(cluster, "GET", f"/v1/containers/{new['id']}"))[0] == 404
+    status, back = await call(cluster, "GET", f"/v1/containers/{old['id']}")
+    assert (status, back["record"]["replaced_by"]) == (200, "")
+    assert back["record"]["limits"] == old["limits"]
+    (why,) = (await call(cluster, "GET", "/v1/events?kind=refused"))[1]["events"]
+    assert why["reason"].startswith(f"replace by {new['id']} failed, {old['id']} runs again")
+    # the allocation is the old container's again, charged once: three more half cores fit
+    assert (await call(cluster, "POST", DEPLOYMENTS, spec("more", count=4)))[0] == 409
+    assert (await call(cluster, "POST", DEPLOYMENTS, spec("more", count=3)))[0] == 201
     await ws.close()
