@@ -141,6 +141,7 @@ def container_details(body: bytes) -> str:
             ("capacity", record.capacity or "- (no quota governs it)"),
             *limits_rows(record),
             ("holds", _holds(record)),
+            *_swap(record),
             *_observed(view.observed, view.state),
             ("restart policy", record.restart_policy),
             ("pool", record.pool),
@@ -281,6 +282,15 @@ def _strategy(spec: DeploymentSpec) -> str:
     if not spec.nodes_limit:
         return spec.strategy
     return f"{spec.strategy}, on {spec.nodes_limit} node(s) at most"
+
+
+def _swap(record: ContainerRecord) -> list[tuple[str, object]]:
+    """A replace under way, seen from either side; nothing otherwise."""
+    if record.replaces:
+        return [("replacing", f"{record.replaces} (until this one has run for a while)")]
+    if record.replaced_by:
+        return [("replaced by", f"{record.replaced_by} (stopped, kept until the swap ends)")]
+    return []
 
 
 def _observed(observed: ContainerStatus | None, state: str) -> list[tuple[str, object]]:

@@ -532,6 +532,9 @@ async def test_scale_replace_and_events_through_main(
     assert lines[2:4] == ["image       busybox:2", "command     sleep 120"]
     code, out, _ = await allotctl(cluster, capsys, "container", fresh)
     assert "command         sleep 120" in out.splitlines()
+    assert f"replacing       {old} (until this one has run for a while)" in out.splitlines()
+    code, out, _ = await allotctl(cluster, capsys, "container", old)
+    assert f"replaced by     {fresh} (stopped, kept until the swap ends)" in out.splitlines()
 
     code, out, err = await allotctl(cluster, capsys, "events")
     assert code == 0, err

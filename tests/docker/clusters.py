@@ -33,10 +33,16 @@ class Cluster:
 
 @contextlib.contextmanager
 def running_cluster(
-    tmp_path: Path, client: docker.DockerClient, *, nodes: int, port: int = 0, toml: str = ""
+    tmp_path: Path,
+    client: docker.DockerClient,
+    *,
+    nodes: int,
+    port: int = 0,
+    toml: str = "",
+    agent_args: tuple[str, ...] = (),
 ) -> Iterator[Cluster]:
     """Every node ready; ``port`` fixes the coordinator's (to restart it at the same URL),
-    ``toml`` is the coordinator's config file."""
+    ``toml`` is the coordinator's config file, ``agent_args`` more flags of every agent."""
     host_cpus = cpus()
     if len(host_cpus) < nodes:
         pytest.fail(f"these tests need {nodes} CPUs (one per agent)", pytrace=False)
@@ -48,7 +54,8 @@ def running_cluster(
         url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
         for node, offered in zip(names, host_cpus, strict=False):
             others = ",".join(str(cpu) for cpu in host_cpus if cpu != offered)
-            agent = Service.agent(tmp_path, url, node, args=(f"--reserved-cpus={others}",))
+            flags = (f"--reserved-cpus={others}", *agent_args)
+            agent = Service.agent(tmp_path, url, node, args=flags)
             started.append(agent.start())
             wait_for_node_state(url, node, "ready")
         yield Cluster(url=url, nodes=names, coordinator=coordinator, agents=started[1:])
