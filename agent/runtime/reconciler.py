@@ -281,8 +281,8 @@ class Runtime:
         )
 
     def _swapping(self) -> bool:
-        desired = self._desired or {}
-        return any(c.replaces and c.id not in self._failed_swaps for c in desired.values())
+        """A swap waits for its settle time (one done or failed waits for nothing)."""
+        return any(self._replacing(c) == "pending" for c in (self._desired or {}).values())
 
     def _note_failed_swaps(
         self, desired: dict[str, DesiredContainer], work: list[Work], outcome: _Pass
