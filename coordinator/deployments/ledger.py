@@ -33,9 +33,7 @@ from coordinator.deployments.node_records import (
     loaded,
     stored,
 )
-from coordinator.deployments.outcome import (
-    DeployRefused,
-)
+from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import (
     CONTAINER_PREFIX,
     DEPLOYMENT_PREFIX,
@@ -45,26 +43,16 @@ from coordinator.deployments.records import (
     container_key,
     deployment_key,
 )
-from coordinator.deployments.translate import (
-    desired_container,
-    note_for,
-    quota_container,
-)
+from coordinator.deployments.translate import desired_container, note_for, quota_container
 from coordinator.errors import NotFound
 from coordinator.events import EventLog, Note
 from coordinator.nodes import NodeState as NodeHealth
-from coordinator.placement import (
-    NodeState,
-    release,
-)
+from coordinator.placement import NodeState, release
 from coordinator.plan_nodes import node_from_inventory
 from coordinator.pool_service import PoolService
 from coordinator.quota_service import QuotaService
 from coordinator.quotas import Container as QuotaContainer
-from coordinator.quotas import (
-    PreemptionRecord,
-    label_containers,
-)
+from coordinator.quotas import PreemptionRecord, label_containers
 from coordinator.registry import NodeRegistry
 from coordinator.store import Compare, Store, Txn
 from shared.codec import json_decoder, to_json

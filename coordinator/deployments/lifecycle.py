@@ -12,25 +12,12 @@ from __future__ import annotations
 import msgspec
 
 from coordinator.deployments.ledger import Decision
-from coordinator.deployments.outcome import (
-    DeployRefused,
-    refused_by_kind,
-)
+from coordinator.deployments.outcome import DeployRefused, refused_by_kind
 from coordinator.deployments.placing import Placing
-from coordinator.deployments.records import (
-    ContainerRecord,
-    HistoryEntry,
-)
-from coordinator.deployments.translate import (
-    limits_change,
-    note_for,
-)
+from coordinator.deployments.records import ContainerRecord, HistoryEntry
+from coordinator.deployments.translate import limits_change, note_for
 from coordinator.nodes import NodeState as NodeHealth
-from coordinator.placement import (
-    Delta,
-    PlacementError,
-    realloc,
-)
+from coordinator.placement import Delta, PlacementError, realloc
 from shared.quantity import format_cpu
 
 

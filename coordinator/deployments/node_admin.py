@@ -7,22 +7,13 @@ from typing import Any
 
 from coordinator.deployments.inventory_change import capacity_delta
 from coordinator.deployments.ledger import CORDON_PREFIX, Decision, log
-from coordinator.deployments.outcome import (
-    DeployRefused,
-    refused_by_kind,
-)
+from coordinator.deployments.outcome import DeployRefused, refused_by_kind
 from coordinator.deployments.placing import Placing
-from coordinator.deployments.translate import (
-    note_for,
-)
+from coordinator.deployments.translate import note_for
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
 from coordinator.events import Note
-from coordinator.placement import (
-    NodeState,
-    PlacementError,
-    set_node,
-)
+from coordinator.placement import NodeState, PlacementError, set_node
 from coordinator.plan_nodes import node_from_inventory
 from coordinator.store import Txn
 from shared.inventory import Inventory

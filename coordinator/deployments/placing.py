@@ -39,13 +39,7 @@ from coordinator.deployments.translate import (
     quota_requests,
     unit_need,
 )
-from coordinator.deployments.units import (
-    FreeUnits,
-    Grant,
-    free_units,
-    room,
-    shortage,
-)
+from coordinator.deployments.units import FreeUnits, Grant, free_units, room, shortage
 from coordinator.events import Note
 from coordinator.placement import (
     Node,
@@ -59,11 +53,7 @@ from coordinator.placement import (
     place,
 )
 from coordinator.quotas import Container as QuotaContainer
-from coordinator.quotas import (
-    admit,
-    choose_node,
-    plan_preemption,
-)
+from coordinator.quotas import admit, choose_node, plan_preemption
 
 
 class Placing(PoolLink):

@@ -15,19 +15,10 @@ from collections.abc import Callable
 import msgspec
 
 from coordinator.deployments.ledger import Decision, Ledger
-from coordinator.deployments.outcome import (
-    DeployRefused,
-)
-from coordinator.deployments.records import (
-    ContainerRecord,
-    HistoryEntry,
-)
-from coordinator.deployments.translate import (
-    subtree,
-)
-from coordinator.placement import (
-    Normalized,
-)
+from coordinator.deployments.outcome import DeployRefused
+from coordinator.deployments.records import ContainerRecord, HistoryEntry
+from coordinator.deployments.translate import subtree
+from coordinator.placement import Normalized
 
 MIN_CPU_QUOTA = 1000  # microseconds: the kernel refuses a CFS quota below 1 ms
 QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less is ignored
