@@ -4,7 +4,8 @@ their frames with the standard ``msgpack`` package, as any peer could."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,10 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig, NamespaceToken
-from shared.codec import to_builtins
+from coordinator.keys import REGISTRY, STORE
+from coordinator.nodes import NodeRecord
+from coordinator.registry import NODE_PREFIX
+from shared.codec import json_decoder, to_builtins
 from shared.protocol import SUBPROTOCOL
 from tests.builders import make_inventory
 
@@ -38,6 +42,14 @@ class Coordinator:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return await self.http.get(self.url + path, headers=headers)
 
+    async def call(
+        self, method: str, path: str, body: object = None, token: str = API_TOKEN
+    ) -> tuple[int, Any]:
+        """Status and JSON body of a request with the admin token (or ``token``)."""
+        headers = {"Authorization": f"Bearer {token}"}
+        response = await self.http.request(method, self.url + path, json=body, headers=headers)
+        return response.status, await response.json()
+
     async def get_json(self, path: str) -> Any:
         response = await self.get(path)
         assert response.status == 200, await response.text()
@@ -51,6 +63,18 @@ class Coordinator:
             protocols=protocols,
             headers={"Authorization": f"Bearer {token}"},
         )
+
+    async def stored_nodes(self) -> list[NodeRecord]:
+        """The node records in the store, by name, as the registry would load them."""
+        entries = await self.app[STORE].range(NODE_PREFIX)
+        return [_decode_node.decode(entry.value) for entry in entries]
+
+    async def assert_nodes_match_store(self) -> None:
+        """The node records in memory are exactly those in the store."""
+        assert self.app[REGISTRY].all() == await self.stored_nodes()
+
+
+_decode_node: Any = json_decoder(NodeRecord)
 
 
 def inventory(*, problems: list[str] | None = None) -> dict[str, Any]:
@@ -141,3 +165,14 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Coordinator]:
     async with aiohttp.ClientSession() as http:
         yield Coordinator(url=url, app=runner.app, http=http)
     await runner.cleanup()
+
+
+@pytest.fixture
+def allot_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """caplog for the "allot" loggers, even after something configured them."""
+    root = logging.getLogger("allot")
+    propagate = root.propagate
+    root.propagate = True
+    caplog.set_level(logging.INFO, logger="allot")
+    yield caplog
+    root.propagate = propagate

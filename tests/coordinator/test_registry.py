@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -293,17 +293,6 @@ async def test_a_node_whose_loss_was_not_saved_is_not_lost(
 
 
 # --- logging --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def allot_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    """caplog for the "allot" loggers, even after something configured them."""
-    root = logging.getLogger("allot")
-    propagate = root.propagate
-    root.propagate = True
-    caplog.set_level(logging.INFO, logger="allot")
-    yield caplog
-    root.propagate = propagate
 
 
 def events(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str, dict[str, object]]]:
