@@ -276,6 +276,18 @@ def decode_from_agent(data: bytes, *, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) 
     return frame
 
 
+def inventory_refusal(inventory: Inventory) -> str | None:
+    """Why a coordinator would refuse a hello carrying ``inventory`` (the message of its
+    ``invalid_inventory`` error), or None: for an agent to check what it would send."""
+    hello = Hello(node="check", token="", protocol=PROTOCOL_VERSION, inventory=inventory)
+    data = encode(hello)
+    try:
+        decode_from_agent(data, max_bytes=len(data))
+    except InvalidInventory as error:
+        return error.message
+    return None
+
+
 def _in_inventory(path: str) -> bool:
     return path == "inventory" or path.startswith(("inventory.", "inventory["))
 
