@@ -1,4 +1,4 @@
-"""Where msgspec found a wrong value in a frame, and what the value was.
+"""Where msgspec found a wrong value in a frame (or a stored record), and what it was.
 
 msgspec says what it expected and where ("Expected `int` >= 1 - at `$.inventory.memory`")
 but not what it found; the peer's operator needs both, so the value is looked up in the
@@ -15,6 +15,7 @@ matters.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -43,20 +44,25 @@ class FrameFault:
         return f"{where} = {shown(self.value)}: {self.what}"
 
 
-def fault_of(data: bytes, error: msgspec.ValidationError) -> FrameFault:
-    """The fault ``error`` reports in the MessagePack ``data`` it was raised for."""
+def fault_of(
+    data: bytes,
+    error: msgspec.ValidationError,
+    decode: Callable[[bytes], object] = msgspec.msgpack.decode,
+) -> FrameFault:
+    """The fault ``error`` reports in the ``data`` it was raised for: MessagePack, or
+    what ``decode`` reads (``msgspec.json.decode`` for a stored record)."""
     located = _LOCATED.fullmatch(str(error))
     if located is None:
         return FrameFault("", str(error))
     path = located["path"].removeprefix(".")
     if located["key"]:
         return FrameFault(path, "a key: " + located["what"])
-    return FrameFault(path, located["what"], _value_at(data, located["path"]))
+    return FrameFault(path, located["what"], _value_at(decode, data, located["path"]))
 
 
-def _value_at(data: bytes, path: str) -> object:
+def _value_at(decode: Callable[[bytes], object], data: bytes, path: str) -> object:
     try:
-        value: object = msgspec.msgpack.decode(data)
+        value = decode(data)
     except (msgspec.DecodeError, RecursionError):
         return _NOT_FOUND
     for name, index in _STEP.findall(path):

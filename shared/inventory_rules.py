@@ -3,6 +3,7 @@
     inventory_violations(inventory)  -> []    (consistent)
     inventory_violations(broken)     -> [Violation("cpus[3].numa", 7, "names no NUMA node ...")]
     str(violation)                   -> "cpus[3].numa = 7: names no NUMA node of numa_nodes (0-1)"
+    summary(violations)              -> "inventory.cpus[3].numa = 7: ... (and 1 more)"
 
 An inventory is consistent when:
 
@@ -48,6 +49,13 @@ class Violation:
 
     def __str__(self) -> str:
         return f"{self.field} = {shown(self.value)}: {self.rule}"
+
+
+def summary(violations: Sequence[Violation]) -> str:
+    """The first of ``violations`` (non-empty) with its path from the whole record, and
+    how many more there are: "inventory.cpus[1].numa = 7: ... (and 1 more)"."""
+    more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+    return f"inventory.{violations[0]}{more}"
 
 
 def inventory_violations(inventory: Inventory) -> list[Violation]:

@@ -37,7 +37,7 @@ from shared.bounds import (
 from shared.codec import msgpack_decoder, to_msgpack
 from shared.frame_faults import FrameFault, fault_of
 from shared.inventory import Inventory
-from shared.inventory_rules import inventory_violations
+from shared.inventory_rules import inventory_violations, summary
 
 PROTOCOL_VERSION = 1
 SUBPROTOCOL = "allot.v1"
@@ -271,8 +271,7 @@ def decode_from_agent(data: bytes, *, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) 
             raise error from None  # who sent it is malformed too: a malformed frame
         raise InvalidInventory(str(error.fault), sender) from error
     if isinstance(frame, Hello) and (violations := inventory_violations(frame.inventory)):
-        more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
-        raise InvalidInventory(f"inventory.{violations[0]}{more}", frame)
+        raise InvalidInventory(summary(violations), frame)
     return frame
 
 
