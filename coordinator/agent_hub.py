@@ -6,9 +6,9 @@ persisted, then answered with ``welcome`` carrying the node's whole desired stat
 afterwards ``heartbeat`` renews the node's lease and ``status`` updates its health and
 what its containers are doing. After every change of a node's containers the node's
 agent is sent its whole desired state again (``desired``, full). A newer session for
-the same node replaces the older one. When a lease expires the node is marked lost and
-its socket, if one is still open, is closed, so a node always comes back through a
-fresh ``hello``.
+the same node replaces the older one, whose frames are no longer acted on. When a lease
+expires the node is marked lost and its socket, if one is still open, is closed, so a
+node always comes back through a fresh ``hello``.
 
 An agent is untrusted input. Every frame is checked as it is decoded (ranges, lengths,
 and the rules between an inventory's fields), and a frame that fails changes nothing: a
@@ -143,8 +143,7 @@ class AgentHub:
         if hello is None:
             return
         name = hello.node
-        previous = self._registry.get(name)
-        record = await self._registry.hello(
+        previous, record = await self._registry.hello(
             name, inventory=hello.inventory, address=address, agent_version=hello.agent_version
         )
         if previous is not None and previous.inventory != record.inventory:
@@ -169,7 +168,8 @@ class AgentHub:
         log.info("agent connected", node=name, address=address, state=record.state)
         try:
             while (frame := await self._receive(ws, name, address)) is not None:
-                await self._dispatch(name, frame)
+                if self._sessions.get(name) is ws:  # a replaced session's last words count no more
+                    await self._dispatch(name, frame)
         finally:
             if self._sessions.get(name) is ws:
                 del self._sessions[name]

@@ -1,7 +1,9 @@
 """The coordinator's view of its nodes: the pure transitions of ``nodes``, persisted.
 
 Every change of a record is committed to the store before it is acted on and logged
-once. Heartbeats only move a node's lease deadline in memory: they change no record,
+once; an agent's changes of one node's record are made one at a time, each from the one
+before it (two sessions of a node saying hello at once cannot interleave). Heartbeats
+only move a node's lease deadline in memory: they change no record,
 so they cost no write. After a coordinator restart every node that was live gets a
 fresh lease, so its agent has one lease length to reconnect before it is marked lost.
 
@@ -13,6 +15,7 @@ until the node's agent says hello again; nothing is placed on it meanwhile.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -65,6 +68,7 @@ class NodeRegistry:
         self._store = store
         self._records = {record.name: record for record in records}
         self._unusable = dict(unusable or {})  # node -> why its record breaks today's rules
+        self._writing: dict[str, asyncio.Lock] = {}  # node -> held while its record changes
         self._leases = Leases(lease_seconds)
         self._wall = wall_clock
         self._monotonic = monotonic
@@ -130,21 +134,23 @@ class NodeRegistry:
 
     async def hello(
         self, name: str, *, inventory: Inventory, address: str, agent_version: str
-    ) -> NodeRecord:
-        previous = self._records.get(name)
-        record = on_hello(
-            previous,
-            name=name,
-            inventory=inventory,
-            address=address,
-            agent_version=agent_version,
-            now=self._wall(),
-        )
-        await self._save([record])
+    ) -> tuple[NodeRecord | None, NodeRecord]:
+        """The node's record before (None for a new node) and after its agent said hello."""
+        async with self._writing.setdefault(name, asyncio.Lock()):
+            previous = self._records.get(name)
+            record = on_hello(
+                previous,
+                name=name,
+                inventory=inventory,
+                address=address,
+                agent_version=agent_version,
+                now=self._wall(),
+            )
+            await self._save([record])
         self._unusable.pop(name, None)  # a hello's inventory passed every check
         self._leases.renew(name, now=self._monotonic())
         self._log_change(previous, record)
-        return record
+        return previous, record
 
     def heartbeat(self, name: str) -> None:
         """Extend a live node's lease; a lost node must say hello again first."""
@@ -153,11 +159,13 @@ class NodeRegistry:
             self._leases.renew(name, now=self._monotonic())
 
     async def report_problems(self, name: str, problems: Sequence[str]) -> None:
-        previous = self._records[name]
-        record = on_problems(previous, problems, now=self._wall())
-        if record != previous:
+        async with self._writing.setdefault(name, asyncio.Lock()):
+            previous = self._records[name]
+            record = on_problems(previous, problems, now=self._wall())
+            if record == previous:
+                return
             await self._save([record])
-            self._log_change(previous, record)
+        self._log_change(previous, record)
 
     async def expire_leases(self) -> list[NodeRecord]:
         """Mark lost every node whose lease has ended; returns the new records."""

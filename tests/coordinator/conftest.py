@@ -4,6 +4,7 @@ their frames with the standard ``msgpack`` package, as any peer could."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -68,6 +69,16 @@ class Coordinator:
         """The node records in the store, by name, as plain data."""
         entries = await self.app[STORE].range(NODE_PREFIX)
         return [msgspec.json.decode(entry.value) for entry in entries]
+
+    async def settled(self) -> None:
+        """Wait until every agent socket has ended on the coordinator's side too: a
+        session closed under its agent (replaced, say) may still be acting on a frame."""
+        for _ in range(500):
+            metrics = await (await self.get("/metrics", token=None)).text()
+            if "\nallot_agent_connections 0.0\n" in metrics:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("agent sockets still open on the coordinator")
 
     async def assert_nodes_match_store(self) -> None:
         """The node records in memory are exactly those in the store."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+import msgpack
 import pytest
 
 from coordinator.keys import REGISTRY
@@ -364,3 +365,33 @@ async def test_good_and_bad_agents_at_once_leave_memory_as_the_store_has_it(
     assert names == [*(f"new-{i}" for i in range(4)), "old-0", "old-1", "old-2"]
     await cluster.assert_nodes_match_store()
     assert not veterans[0].closed
+
+
+async def test_sessions_of_one_node_racing_leave_the_record_of_the_one_kept(
+    cluster: Coordinator,
+) -> None:
+    """Several agents say hello as the same node at once, each then reporting a problem
+    of its own: the record ends up as the session the coordinator kept says, whatever
+    the replaced ones were still saying, and memory equals the store."""
+
+    async def claim(number: int) -> tuple[int, aiohttp.ClientWebSocketResponse]:
+        ws = await cluster.connect()
+        await ws.send_bytes(hello("node-x", inventory=inventory() | {"hostname": f"h{number}"}))
+        await ws.send_bytes(frame("status", applied_revision=0, problems=[f"from h{number}"]))
+        await ws.send_bytes(frame("probe"))  # answered once the status was acted on
+        while (message := await ws.receive(timeout=5)).type == aiohttp.WSMsgType.BINARY:
+            if msgpack.unpackb(message.data)["type"] == "error":
+                break
+        return number, ws
+
+    claims = await asyncio.gather(*(claim(number) for number in range(6)))
+    await asyncio.sleep(0.1)  # the replaced ones' close frames arrive
+    kept = [number for number, ws in claims if not ws.closed]
+    assert len(kept) == 1, kept
+    record = await cluster.get_json("/v1/nodes/node-x")
+    assert record["inventory"]["hostname"] == f"h{kept[0]}"
+    assert (record["state"], record["reason"]) == ("degraded", f"from h{kept[0]}")
+    for _, ws in claims:
+        await ws.close()
+    await cluster.settled()
+    await cluster.assert_nodes_match_store()
