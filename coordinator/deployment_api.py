@@ -35,12 +35,14 @@ from coordinator.deployments.records import (
     DeploymentRecord,
     DeploymentSpec,
 )
-from coordinator.errors import ApiError, NotFound
+from coordinator.errors import ApiError, NotFound, Unprocessable
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import Delta
 from coordinator.roles import principal_of, require_namespace
 from shared.codec import json_decoder
+from shared.container_spec import container_problems
 from shared.protocol import ContainerStatus
+from shared.resource_names import is_rfc1123_label
 
 _decode_spec: msgspec.json.Decoder[DeploymentSpec] = json_decoder(DeploymentSpec)
 CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")
@@ -75,6 +77,11 @@ class ReplaceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     image: Annotated[str, Meta(min_length=1)]
     command: list[str] | None = None  # None: the old container's
 
+    def __post_init__(self) -> None:
+        problems = container_problems(self.image, self.command or [], {}, {})
+        if problems:
+            raise ValueError("; ".join(problems))
+
 
 _decode_replace: msgspec.json.Decoder[ReplaceSpec] = json_decoder(ReplaceSpec)
 
@@ -91,8 +98,7 @@ class DeploymentView(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def create_deployment(request: web.Request) -> web.Response:
-    namespace = request.match_info["namespace"]
-    require_namespace(request, namespace)
+    namespace = _namespace(request)
     spec = await read_body(request, _decode_spec, "deployment")
     service = request.app[DEPLOYMENTS]
     outcome = await service.deploy(namespace, spec)
@@ -104,8 +110,7 @@ async def create_deployment(request: web.Request) -> web.Response:
 
 
 async def list_deployments(request: web.Request) -> web.Response:
-    namespace = request.match_info["namespace"]
-    require_namespace(request, namespace)
+    namespace = _namespace(request)
     service = request.app[DEPLOYMENTS]
     found = [d for d in service.deployments() if d.namespace == namespace]
     return json_response({"deployments": [_deployment_view(service, d) for d in found]})
@@ -120,14 +125,13 @@ async def scale_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
     body = await read_body(request, _decode_scale, "scale")
     outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
-    assert outcome is not None  # the deployment was there a moment ago, in this same turn
     return json_response(_deployment_view(service, outcome.deployment))
 
 
 async def delete_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
     removed = await service.delete_deployment(deployment.namespace, deployment.spec.name)
-    return json_response({"deleted": deployment.spec.name, "containers": removed or []})
+    return json_response({"deleted": deployment.spec.name, "containers": removed})
 
 
 async def list_events(request: web.Request) -> web.Response:
@@ -171,7 +175,6 @@ async def realloc_container(request: web.Request) -> web.Response:
     body = await read_body(request, _decode_delta, "realloc")
     delta = Delta(**msgspec.structs.asdict(body))
     changed = await service.realloc(record.id, delta)
-    assert changed is not None  # the container was there a moment ago, in this same turn
     return json_response(_view(service, changed))
 
 
@@ -179,7 +182,6 @@ async def replace_container(request: web.Request) -> web.Response:
     service, record = _container(request)
     body = await read_body(request, _decode_replace, "replace")
     fresh = await service.replace(record.id, body.image, body.command)
-    assert fresh is not None  # the container was there a moment ago, in this same turn
     return json_response(_view(service, fresh), status=201)
 
 
@@ -199,9 +201,23 @@ def _check_filters(request: web.Request, known: tuple[str, ...]) -> None:
         )
 
 
-def _deployment(request: web.Request) -> tuple[DeploymentService, DeploymentRecord]:
-    namespace, name = request.match_info["namespace"], request.match_info["name"]
+def _namespace(request: web.Request) -> str:
+    """The path's namespace: 422 ``invalid_namespace`` unless it is a namespace name (an
+    RFC 1123 label), 403 unless the token may act in it."""
+    namespace = request.match_info["namespace"]
+    if not is_rfc1123_label(namespace):
+        raise Unprocessable(
+            f"namespace {namespace[:100]!r} is not a namespace name (a-z, 0-9 and '-',"
+            " starting and ending with a letter or digit, at most 63 characters)",
+            code="invalid_namespace",
+            details={"namespace": namespace[:100]},
+        )
     require_namespace(request, namespace)
+    return namespace
+
+
+def _deployment(request: web.Request) -> tuple[DeploymentService, DeploymentRecord]:
+    namespace, name = _namespace(request), request.match_info["name"]
     service = request.app[DEPLOYMENTS]
     deployment = service.deployment(namespace, name)
     if deployment is None:
