@@ -77,11 +77,6 @@ class ReplaceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     image: Annotated[str, Meta(min_length=1)]
     command: list[str] | None = None  # None: the old container's
 
-    def __post_init__(self) -> None:
-        problems = container_problems(self.image, self.command or [], {}, {})
-        if problems:
-            raise ValueError("; ".join(problems))
-
 
 _decode_replace: msgspec.json.Decoder[ReplaceSpec] = json_decoder(ReplaceSpec)
 
@@ -100,6 +95,7 @@ class DeploymentView(msgspec.Struct, frozen=True, kw_only=True):
 async def create_deployment(request: web.Request) -> web.Response:
     namespace = _namespace(request)
     spec = await read_body(request, _decode_spec, "deployment")
+    _check_container(spec.image, spec.command, spec.env, spec.labels)
     service = request.app[DEPLOYMENTS]
     outcome = await service.deploy(namespace, spec)
     view = DeploymentView(
@@ -181,6 +177,7 @@ async def realloc_container(request: web.Request) -> web.Response:
 async def replace_container(request: web.Request) -> web.Response:
     service, record = _container(request)
     body = await read_body(request, _decode_replace, "replace")
+    _check_container(body.image, body.command or [], {}, {})
     fresh = await service.replace(record.id, body.image, body.command)
     return json_response(_view(service, fresh), status=201)
 
@@ -198,6 +195,21 @@ def _check_filters(request: web.Request, known: tuple[str, ...]) -> None:
             f"unknown filter {', '.join(unknown)}",
             code="invalid_request",
             details={"filters": list(known)},
+        )
+
+
+def _check_container(
+    image: str, command: list[str], env: dict[str, str], labels: dict[str, str]
+) -> None:
+    """422 ``invalid_container`` for what the agent would refuse or fail to create for
+    ever. Checked here rather than when a spec is decoded, so that a deployment stored
+    by an older version still loads."""
+    problems = container_problems(image, command, env, labels)
+    if problems:
+        raise Unprocessable(
+            "invalid container: " + "; ".join(problems),
+            code="invalid_container",
+            details={"problems": problems},
         )
 
 

@@ -10,7 +10,6 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from shared.container_spec import container_problems
 from shared.protocol import Limits, RestartPolicy
 
 Strategy = Literal["auto", "each", "fill", "global", "drained"]
@@ -56,13 +55,6 @@ class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     pool: str = ""  # "" = the namespace's pool
     priority: int = 0
     restart_policy: RestartPolicy = "no"
-
-    def __post_init__(self) -> None:
-        # Refused here, at decode time: the agent would refuse or fail to create such a
-        # container for ever.
-        problems = container_problems(self.image, self.command, self.env, self.labels)
-        if problems:
-            raise ValueError("; ".join(problems))
 
 
 class HistoryEntry(msgspec.Struct, frozen=True, kw_only=True):

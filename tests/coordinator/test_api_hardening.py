@@ -5,11 +5,23 @@ A real coordinator on a real port, with one registered node (a websocket client)
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
-from tests.coordinator.conftest import NAMESPACE, NAMESPACE_TOKEN, Coordinator, register
+from coordinator.store import Txn
+from coordinator.store.sqlite import SqliteStore
+from shared.codec import to_json
+from tests.coordinator.conftest import (
+    NAMESPACE,
+    NAMESPACE_TOKEN,
+    Coordinator,
+    config_for,
+    register,
+    start,
+)
 from tests.coordinator.test_deployment_api import DEPLOYMENTS, MIB, call, spec
 
 
@@ -110,8 +122,37 @@ async def test_what_the_agent_would_refuse_forever_is_refused_at_once(
     await register(cluster, "node-a")
     before = await state_of(cluster)
     status, answer = await call(cluster, "POST", DEPLOYMENTS, spec(**fields))
-    assert status in (400, 422), answer
+    assert status == 422, answer
+    assert answer["error"]["code"] == "invalid_container"
     assert await state_of(cluster) == before
+
+
+async def test_a_replacement_with_a_bad_image_is_refused(cluster: Coordinator) -> None:
+    await register(cluster, "node-a")
+    record = await one_container(cluster)
+    before = await state_of(cluster)
+    body = {"image": "Bad Image", "command": ["x\u0000"]}
+    status, answer = await call(cluster, "POST", f"/v1/containers/{record['id']}/replace", body)
+    assert status == 422, answer
+    assert len(answer["error"]["details"]["problems"]) == 2
+    assert await state_of(cluster) == before
+
+
+async def test_a_deployment_stored_before_these_checks_still_loads(tmp_path: Path) -> None:
+    old = {"name": "old", "image": "busybox", "labels": {"allot.id": "x"}, "resources": {"cpu": 1}}
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    record = {"namespace": NAMESPACE, "spec": old, "created": 1.0}
+    await store.commit(Txn(puts={f"/deployments/{NAMESPACE}/old": to_json(record)}))
+    await store.close()
+    runner, url = await start(config_for(tmp_path))
+    try:
+        async with aiohttp.ClientSession() as http:
+            coordinator = Coordinator(url=url, app=runner.app, http=http)
+            status, answer = await call(coordinator, "GET", DEPLOYMENTS)
+    finally:
+        await runner.cleanup()
+    assert status == 200, answer
+    assert [d["deployment"]["spec"]["labels"] for d in answer["deployments"]] == [{"allot.id": "x"}]
 
 
 @pytest.mark.parametrize(
