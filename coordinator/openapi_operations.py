@@ -116,7 +116,7 @@ class Operation:
 
 WRITE = (401, 403, 413, 503)  # every admin write with a body, before its own refusals
 NODE = Param("name", "the node's name")
-NAMESPACE = Param("namespace", "the namespace")
+NAMESPACE = Param("namespace", "the namespace: an RFC 1123 label (422 invalid_namespace otherwise)")
 DEPLOYMENT = Param("name", "the deployment's name")
 RESOURCE = Param("id", "a resource id")
 GLOB = Param("id", "the template's identifier glob")
@@ -568,8 +568,13 @@ _DEPLOYMENTS = (
         errors=(400, 401, 403, 409, 413, 422, 503),
         params=(NAMESPACE,),
         description=(
-            "A refusal (quota 403; capacity, conflict or an existing name 409; invalid 422)"
-            " gives its reason in details.reason and changes nothing. Containers that need GPUs or"
+            "A refusal (quota or pool 403; capacity, conflict or an existing name 409;"
+            " invalid 422) gives its reason in details.reason and changes nothing. The"
+            " pool must be one the namespace may use: its own (named like it), a pool"
+            " below it, or one whose namespaces (or an ancestor's) name it (403"
+            " pool_forbidden; 422 unknown_pool). What the agent could never run is 422"
+            " invalid_container: an image that is not a reference, a label under allot.,"
+            " an env name with '=', a NUL character. Containers that need GPUs or"
             ' extended resources (resources.extended, e.g. {"example.com/fpga": 1}) go one'
             " at a time to the ready nodes with enough free units; when none has, the 409"
             " insufficient_devices gives details.needed and details.free per node."
@@ -584,7 +589,7 @@ _DEPLOYMENTS = (
         who="namespace",
         response="DeploymentList",
         examples={"one deployment": {"deployments": [ex.DEPLOYMENT]}},
-        errors=(401, 403),
+        errors=(401, 403, 422),
         params=(NAMESPACE,),
     ),
     Operation(
@@ -596,7 +601,7 @@ _DEPLOYMENTS = (
         who="namespace",
         response=DeploymentView,
         examples={"two containers": ex.DEPLOYMENT},
-        errors=(401, 403, 404),
+        errors=(401, 403, 404, 422),
         params=(NAMESPACE, DEPLOYMENT),
     ),
     Operation(
@@ -608,7 +613,7 @@ _DEPLOYMENTS = (
         who="namespace",
         response="DeploymentDeleted",
         examples={"two containers": ex.DEPLOYMENT_DELETED},
-        errors=(401, 403, 404, 503),
+        errors=(401, 403, 404, 422, 503),
         params=(NAMESPACE, DEPLOYMENT),
     ),
     Operation(
@@ -624,7 +629,11 @@ _DEPLOYMENTS = (
         request_examples={"three": {"count": 3}, "one": {"count": 1}},
         errors=(400, 401, 403, 404, 409, 413, 422, 503),
         params=(NAMESPACE, DEPLOYMENT),
-        description="New containers go beside the existing ones; scaling down removes the newest.",
+        description=(
+            "New containers go beside the existing ones; scaling down removes the newest."
+            " Growing is refused (403 pool_forbidden) once the deployment's pool is no"
+            " longer open to its namespace."
+        ),
     ),
 )
 

@@ -126,6 +126,11 @@ SCHEMAS: dict[str, Schema] = {
                 required=[],
                 closed=True,
             ),
+            "namespaces": described(
+                array({"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}),
+                "namespaces opened to the pool: their deployments may name it or a pool"
+                " below it (the namespace of the pool's own name always may)",
+            ),
         },
         required=[],
         closed=True,

@@ -71,6 +71,7 @@ class Placing(PoolLink):
         now = self._clock()
         change = Decision()
         try:
+            self._check_pool_use(namespace, spec.pool or namespace)
             resources = self._normalized(spec)
             self._check_pool_limits(spec.pool or namespace, resources, spec.count)
             ids = self._place_new(change, namespace, spec, resources, now)
@@ -216,6 +217,7 @@ class Placing(PoolLink):
             for record in mine:
                 existing[record.node] = existing.get(record.node, 0) + 1
             try:
+                self._check_pool_use(namespace, spec.pool or namespace)
                 resources = self._normalized(spec)
                 self._check_pool_limits(spec.pool or namespace, resources, count - len(mine))
                 more, why = count - len(mine), f", scaled to {count}"

@@ -4,6 +4,7 @@ their frames with the standard ``msgpack`` package, as any peer could."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig, NamespaceToken
+from coordinator.keys import STORE
 from shared.codec import to_builtins
 from shared.protocol import SUBPROTOCOL
 from tests.builders import make_inventory
@@ -42,6 +44,12 @@ class Coordinator:
         response = await self.get(path)
         assert response.status == 200, await response.text()
         return await response.json()
+
+    async def stored(self, prefix: str) -> dict[str, Any]:
+        """What the store holds under ``prefix`` right now, each value as plain JSON data:
+        for comparing with what the API answers from memory."""
+        entries = await self.app[STORE].range(prefix)
+        return {entry.key: json.loads(entry.value) for entry in entries}
 
     async def connect(
         self, *, token: str = JOIN_TOKEN, protocols: tuple[str, ...] = (SUBPROTOCOL,)
