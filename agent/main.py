@@ -27,6 +27,7 @@ from shared.inventory_text import describe_inventory
 from shared.logs import configure, get_logger
 from shared.sdnotify import notify, watchdog_interval
 from shared.service import add_config_arguments, load_config_or_exit, stop_signal
+from shared.tokens import token_problem
 
 log = get_logger("allot.agent")
 COMMANDS = ("run", "discover", "status")
@@ -51,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config_or_exit("allot-agent", AgentConfig, args, env_prefix=ENV_PREFIX)
     if args.command == "status":
         return _print_status(config, as_json=args.json)
-    if args.command == "run" and not config.join_token:
-        print(f"allot-agent: join_token must be set (or {ENV_PREFIX}JOIN_TOKEN)", file=sys.stderr)
+    problem = token_problem("join_token", config.join_token)
+    if args.command == "run" and problem:
+        print(f"allot-agent: {problem} (or {ENV_PREFIX}JOIN_TOKEN)", file=sys.stderr)
         return 2
     configure(config.log_level)
     try:
