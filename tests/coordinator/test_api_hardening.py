@@ -205,3 +205,34 @@ async def test_a_namespace_token_gets_the_same_refusals(cluster: Coordinator) ->
 
 
 MEMORY = {"memory": "64Mi"}
+
+
+async def test_a_deployment_scaled_to_zero_survives_a_restart(tmp_path: Path) -> None:
+    runner, url = await start(config_for(tmp_path))
+    async with aiohttp.ClientSession() as http:
+        coordinator = Coordinator(url=url, app=runner.app, http=http)
+        await register(coordinator, "node-a")
+        status, answer = await call(coordinator, "POST", DEPLOYMENTS, spec())
+        assert status == 201, answer
+        status, answer = await call(coordinator, "POST", DEPLOYMENTS + "/web/scale", {"count": 0})
+        assert status == 200, answer
+    await runner.cleanup()
+    runner, url = await start(config_for(tmp_path))
+    try:
+        async with aiohttp.ClientSession() as http:
+            coordinator = Coordinator(url=url, app=runner.app, http=http)
+            status, answer = await call(coordinator, "GET", DEPLOYMENTS + "/web")
+    finally:
+        await runner.cleanup()
+    assert status == 200, answer
+    assert (answer["deployment"]["spec"]["count"], answer["containers"]) == (0, [])
+
+
+async def test_an_empty_deployment_may_be_made_and_scaled_up(cluster: Coordinator) -> None:
+    await register(cluster, "node-a")
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, spec(count=0))
+    assert status == 201, answer
+    assert answer["containers"] == []
+    status, answer = await call(cluster, "POST", DEPLOYMENTS + "/web/scale", {"count": 1})
+    assert status == 200, answer
+    assert len(answer["containers"]) == 1
