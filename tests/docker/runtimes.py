@@ -75,6 +75,7 @@ async def running_runtime(
     options = RuntimeOptions(
         node=node,
         state_path=tmp_path / f"agent-{node}.json",
+        applied_path=tmp_path / f"applied-{node}.json",
         resync_seconds=resync_seconds,
         stop_timeout_seconds=1,
     )
