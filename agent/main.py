@@ -15,6 +15,7 @@ import msgspec
 
 from agent.config import ENV_PREFIX, AgentConfig
 from agent.discovery.inventory import DiscoveryError, discover
+from agent.runtime.applied_file import applied_path
 from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.plan import Host
 from agent.runtime.reconciler import Runtime, RuntimeOptions
@@ -140,6 +141,7 @@ def _runtime_options(config: AgentConfig, inventory: Inventory) -> RuntimeOption
     return RuntimeOptions(
         node=config.name,
         state_path=state_path(config.state_dir, config.name),
+        applied_path=applied_path(config.state_dir, config.name),
         resync_seconds=config.resync_seconds,
         stop_timeout_seconds=config.stop_timeout_seconds,
         replace_settle_seconds=config.replace_settle_seconds,

@@ -430,6 +430,7 @@ RUNNING_CONTAINER: dict[str, Any] = {
         "exit_code": None,
         "error": "",
         "drift": [],
+        "drift_at": 0.0,
     },
 }
 _DEPLOYMENT_RECORD: dict[str, Any] = {

@@ -85,7 +85,11 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     started_at: str = ""  # Docker's State.StartedAt
     exit_code: int | None = None
     error: str = ""
-    drift: list[str] = []  # hand-made changes the agent put back, e.g. "cpu_shares 2 -> 717"
+    # The hand-made changes the agent last put back, e.g. "cpu_shares 2 -> 717" or
+    # "recreated (removed outside allot)", and when (Unix time, the agent's clock): each
+    # correction has its own time, so the same change put back twice is told apart.
+    drift: list[str] = []
+    drift_at: float = 0.0
     # For a container that replaces another: "pending" while the swap is under way, "done"
     # once it has run for the agent's settle time (the old one stays stopped), "failed"
     # when it could not run (it was removed, the old one started again; `error` says why).
