@@ -29,8 +29,10 @@ afterwards, and those changes persist.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import msgspec
 
@@ -178,33 +180,44 @@ class LeaseService:
         change = _Change(puts={TEMPLATES_KEY: to_json(templates)})
         if learning:
             change.puts[INITIALIZED_KEY] = to_json({"at": now})
-        restored = 0
-        for key, value in entries.items():
-            if key.startswith(HELD_PREFIX):
-                restored += service._restore(key, _decode_lease.decode(value), now, change)
+        outcomes = Counter(
+            service._restore(key, _decode_lease.decode(value), now, change)
+            for key, value in entries.items()
+            if key.startswith(HELD_PREFIX)
+        )
         await store.commit(Txn(puts=change.puts, deletes=tuple(change.deletes)))
         log.info(
             "leases loaded",
             templates=len(templates),
             resources=len(service._tables),
-            leases=restored,
-            dropped=len(change.deletes),
+            leases=outcomes["kept"] + outcomes["rekeyed"],
+            dropped=outcomes["dropped"],
             learning=learning,
         )
+        if outcomes["rekeyed"]:
+            log.info(
+                "leases of a store without namespaces now belong to the cluster's own clients",
+                leases=outcomes["rekeyed"],
+            )
         return service
 
-    def _restore(self, key: str, lease: StoredLease, now: float, change: _Change) -> int:
+    def _restore(
+        self, key: str, lease: StoredLease, now: float, change: _Change
+    ) -> Literal["kept", "rekeyed", "dropped"]:
+        """Hold the stored lease again, unless it expired or no template matches it any
+        more (then its key goes); a key without a namespace is replaced by one with."""
         held = parse_held_key(key)
         template = match_template(self._templates, held.resource_id)
         if template is None or lease.expiry_time <= now:
             change.deletes.append(key)
-            return 0
+            return "dropped"
         state = LeaseState(held.holder, **msgspec.structs.asdict(lease))
         _put_back(self._table(held.resource_id, template), state)
-        if held.legacy:
-            change.deletes.append(key)
-            change.hold(held.resource_id, state)
-        return 1
+        if not held.legacy:
+            return "kept"
+        change.deletes.append(key)
+        change.hold(held.resource_id, state)
+        return "rekeyed"
 
     @property
     def templates(self) -> list[ResourceTemplate]:

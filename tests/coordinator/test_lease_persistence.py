@@ -5,6 +5,7 @@ with a real coordinator on loopback and its SQLite store."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from coordinator.leases import Kind
 from coordinator.store import Txn
 from coordinator.store.sqlite import SqliteStore
 from shared.codec import to_json
+from shared.logs import fields_of
 from tests.coordinator.conftest import NAMESPACE_TOKEN, Coordinator, config_for, start
 from tests.coordinator.lease_http import CAPACITY, LeaseApi, template
 
@@ -101,15 +103,22 @@ async def test_a_restart_keeps_each_lease_with_its_namespace(coordinator: Restar
 
 
 async def test_a_store_of_the_version_before_namespaces_loads_as_the_clusters_own(
-    coordinator: Restartable,
+    coordinator: Restartable, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await coordinator.start()  # a store with its templates, past learning mode
     await coordinator.stop()
     lease = StoredLease(has=30, wants=40, subclients=1, priority=0, expiry_time=4e9)
-    store = await SqliteStore.open(coordinator.config.store_path)
-    old_keys = {"/leases/held/fair/web-7": lease, "/leases/held/fair/a%2Fb": lease}
+    expired = StoredLease(has=5, wants=5, subclients=1, priority=0, expiry_time=1.0)
+    old_keys = {
+        "/leases/held/fair/web-7": lease,
+        "/leases/held/fair/a%2Fb": lease,
+        "/leases/held/fair/gone": expired,
+    }
+    store = await SqliteStore.open(coordinator.config.store_path)  # as the old version wrote
     await store.commit(Txn(puts={key: to_json(value) for key, value in old_keys.items()}))
     await store.close()
+    monkeypatch.setattr(logging.getLogger("allot"), "propagate", True)  # to caplog
+    caplog.set_level(logging.INFO, logger="allot.coordinator.leases")
 
     admin = await coordinator.start()
 
@@ -118,6 +127,11 @@ async def test_a_store_of_the_version_before_namespaces_loads_as_the_clusters_ow
     assert await admin.with_token(TEAM_A).leases("fair") == []
     store_keys = [entry.key for entry in await admin.coordinator.app[STORE].range(HELD_PREFIX)]
     assert store_keys == ["/leases/held/fair//a%2Fb", "/leases/held/fair//web-7"]  # rewritten
+    logged = {r.getMessage(): fields_of(r) for r in caplog.records}
+    assert logged["leases loaded"]["leases"] == 2
+    assert logged["leases loaded"]["dropped"] == 1
+    rekeyed = "leases of a store without namespaces now belong to the cluster's own clients"
+    assert logged[rekeyed] == {"leases": 2}
     assert (await admin.release("web-7", ["fair"])).status == 200
     await coordinator.stop()
     admin = await coordinator.start()
