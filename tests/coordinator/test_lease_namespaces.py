@@ -207,6 +207,9 @@ async def test_one_client_id_in_three_namespaces_holds_three_leases_within_capac
             assert (await admin.status("fair"))["sum_has"] <= CAPACITY + 1e-6
     equal_shares = dict.fromkeys([("team-a", "web-7"), ("team-b", "web-7"), ("", "web-7")], 40)
     assert holders(await admin.leases("fair")) == pytest.approx(equal_shares)
+    assert (await admin.status("fair"))["clients"] == 3
+    metrics = await (await admin.coordinator.get("/metrics", token=None)).text()
+    assert 'allot_lease_clients{resource="fair"} 3.0' in metrics
 
     assert (await admin.with_token(TEAM_A).release("web-7", ["fair"])).status == 200
     assert set(holders(await admin.leases("fair"))) == {("team-b", "web-7"), ("", "web-7")}
