@@ -23,8 +23,8 @@ from coordinator.deployment_api import (
 from coordinator.deployments.records import DeploymentSpec
 from coordinator.events import Event
 from coordinator.lease_service import ResourceStatus
+from coordinator.lease_views import ResourceLeases
 from coordinator.leases import ResourceTemplate
-from coordinator.leases.table import LeaseState
 from coordinator.node_admin_api import Allocation, CapacitySpec
 from coordinator.nodes import NodeRecord
 from coordinator.openapi_schemas import INTEGER, STRING, Schema
@@ -316,6 +316,14 @@ _NODES = (
     ),
 )
 
+# Whose client a capacity request or a release acts for; both descriptions say it.
+_NAMED_NAMESPACE = (
+    "A namespace token may name only its namespaces (403 otherwise) and may leave it"
+    " out if it has just one; a token of several must name one (400"
+    " namespace_required). An admin token leaving it out acts for the cluster's own"
+    " clients (the empty namespace), and naming one, for the clients of that namespace."
+)
+
 _LEASES = (
     Operation(
         "POST",
@@ -331,10 +339,11 @@ _LEASES = (
             "one resource": ex.CAPACITY_REQUEST,
             "every field": ex.CAPACITY_REQUEST_FULL,
         },
-        errors=(400, 401, 413, 503),
+        errors=(400, 401, 403, 413, 503),
         description=(
             "One request covers every resource of one client; each answer says what the"
-            " client gets, until when, and when to come back."
+            " client gets, until when, and when to come back. The client is client_id"
+            f" within a namespace. {_NAMED_NAMESPACE}"
         ),
     ),
     Operation(
@@ -347,9 +356,15 @@ _LEASES = (
         response="Empty",
         examples={"released": {}},
         request=ReleaseRequest,
-        request_examples={"one resource": ex.RELEASE_REQUEST},
-        errors=(400, 401, 413, 503),
-        description="Releasing a lease the client does not hold is not an error.",
+        request_examples={
+            "one resource": ex.RELEASE_REQUEST,
+            "an admin, for a namespace's client": ex.RELEASE_FOR_NAMESPACE,
+        },
+        errors=(400, 401, 403, 413, 503),
+        description=(
+            "Releasing a lease the client does not hold is not an error. The client is"
+            f" client_id within a namespace. {_NAMED_NAMESPACE}"
+        ),
     ),
     Operation(
         "GET",
@@ -419,11 +434,19 @@ _LEASES = (
         id="listLeases",
         summary="A resource's live leases",
         tag="leases",
-        who="any",
-        response="ResourceLeases",
-        examples={"two clients": ex.RESOURCE_LEASES},
+        who="filtered",
+        response=ResourceLeases,
+        examples={
+            "to an admin token": ex.RESOURCE_LEASES,
+            "to a token for team-a": ex.RESOURCE_LEASES_OF_TEAM_A,
+        },
         errors=(401,),
         params=(RESOURCE,),
+        description=(
+            "Each lease with its namespace and client id; the cluster's own clients have"
+            ' the namespace "". The leases of namespaces the token may not use are left'
+            " out and counted in others."
+        ),
     ),
 )
 
@@ -768,7 +791,6 @@ REFERENCED: tuple[type[Any], ...] = (
     NodeRecord,
     ResourceTemplate,
     ResourceStatus,
-    LeaseState,
     PoolView,
     DeploymentView,
     ContainerView,

@@ -103,7 +103,6 @@ SCHEMAS: dict[str, Schema] = {
     "ResourceList": obj(
         {"templates": array(ref("ResourceTemplate")), "resources": array(ref("ResourceStatus"))}
     ),
-    "ResourceLeases": obj({"resource_id": STRING, "leases": array(ref("LeaseState"))}),
     "PoolList": obj(
         {
             "pools": array(ref("PoolView")),
