@@ -15,6 +15,7 @@ import msgspec
 
 from agent.config import ENV_PREFIX, AgentConfig
 from agent.discovery.inventory import DiscoveryError, discover
+from agent.runtime.applied_file import applied_path
 from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.plan import Host
 from agent.runtime.reconciler import Runtime, RuntimeOptions
@@ -27,6 +28,7 @@ from shared.inventory_text import describe_inventory
 from shared.logs import configure, get_logger
 from shared.sdnotify import notify, watchdog_interval
 from shared.service import add_config_arguments, load_config_or_exit, stop_signal
+from shared.tokens import token_problem
 
 log = get_logger("allot.agent")
 COMMANDS = ("run", "discover", "status")
@@ -51,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config_or_exit("allot-agent", AgentConfig, args, env_prefix=ENV_PREFIX)
     if args.command == "status":
         return _print_status(config, as_json=args.json)
-    if args.command == "run" and not config.join_token:
-        print(f"allot-agent: join_token must be set (or {ENV_PREFIX}JOIN_TOKEN)", file=sys.stderr)
+    problem = token_problem("join_token", config.join_token)
+    if args.command == "run" and problem:
+        print(f"allot-agent: {problem} (or {ENV_PREFIX}JOIN_TOKEN)", file=sys.stderr)
         return 2
     configure(config.log_level)
     try:
@@ -138,6 +141,7 @@ def _runtime_options(config: AgentConfig, inventory: Inventory) -> RuntimeOption
     return RuntimeOptions(
         node=config.name,
         state_path=state_path(config.state_dir, config.name),
+        applied_path=applied_path(config.state_dir, config.name),
         resync_seconds=config.resync_seconds,
         stop_timeout_seconds=config.stop_timeout_seconds,
         replace_settle_seconds=config.replace_settle_seconds,

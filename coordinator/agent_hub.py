@@ -77,7 +77,12 @@ class AgentHub:
         self._config = config
         self._metrics = metrics
         self._sessions: dict[str, web.WebSocketResponse] = {}
-        self._drift_seen: dict[tuple[str, str], list[str]] = {}  # (node, container) -> drift
+        # (node, container) -> the reason and time of the last drift reported, across
+        # sessions, and from the event log across restarts of the coordinator
+        self._drift_seen: dict[tuple[str, str], tuple[str, float]] = {
+            (event.node, event.container): (event.reason, event.at)
+            for event in deployments.events.events(kind="drift")
+        }
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not token_matches(bearer_token(request), (self._config.join_token,)):
@@ -266,23 +271,30 @@ class AgentHub:
 
     def _new_drift(self, node: str, status: Status) -> list[Note]:
         """Hand-made changes an agent put back and reports for the first time: events,
-        so the operator sees every node's drift in one place."""
+        so the operator sees every node's drift in one place. A correction is known by
+        its notes and the agent's time of it, which is the event's time: the same change
+        may be put back again (before or after an agent restart), and each time is an
+        event of its own, while a status sent again (on reconnecting, or to a restarted
+        coordinator) is not."""
         notes = []
         for container in status.containers:
             key = (node, container.id)
-            if container.drift and self._drift_seen.get(key) != container.drift:
+            reason = "corrected: " + "; ".join(container.drift) if container.drift else ""
+            seen = (reason, container.drift_at)
+            if reason and self._drift_seen.get(key) != seen:
                 record = self._deployments.container(container.id)
                 notes.append(
                     Note(
                         "drift",
-                        "corrected: " + "; ".join(container.drift),
+                        reason,
                         namespace=record.namespace if record else "",
                         deployment=record.deployment if record else "",
                         container=container.id,
                         node=node,
+                        at=container.drift_at or None,  # 0: an agent that does not say
                     )
                 )
-            self._drift_seen[key] = container.drift
+            self._drift_seen[key] = seen
         reported = {container.id for container in status.containers}
         for key in [k for k in self._drift_seen if k[0] == node and k[1] not in reported]:
             del self._drift_seen[key]

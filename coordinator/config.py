@@ -13,9 +13,9 @@ from coordinator.leases import ResourceTemplate, TemplateError, validate_templat
 from coordinator.pools import PoolConfigError, parse_config
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 from shared.resource_names import is_rfc1123_label
+from shared.tokens import token_problem
 
 ENV_PREFIX = "ALLOT_COORDINATOR_"
-MIN_TOKEN_LENGTH = 16
 
 
 class QuotaSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -101,15 +101,17 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     ] = 1.0
 
     def __post_init__(self) -> None:
-        if len(self.join_token) < MIN_TOKEN_LENGTH:
-            raise ValueError(f"join_token must be set, at least {MIN_TOKEN_LENGTH} characters")
         if not self.api_tokens:
             raise ValueError("api_tokens must name at least one token")
-        short = [i for i, token in enumerate(self.api_tokens) if len(token) < MIN_TOKEN_LENGTH]
-        if short:
-            raise ValueError(
-                f"api_tokens at positions {short} are shorter than {MIN_TOKEN_LENGTH} characters"
-            )
+        named = [("join_token", self.join_token)]
+        named += [(f"api_tokens[{i}]", token) for i, token in enumerate(self.api_tokens)]
+        named += [
+            (f"namespace_tokens[{i}].token", e.token) for i, e in enumerate(self.namespace_tokens)
+        ]
+        for name, token in named:
+            problem = token_problem(name, token)
+            if problem:
+                raise ValueError(problem)
         _check_namespace_tokens(self.namespace_tokens)
         _check_distinct(self.api_tokens, self.namespace_tokens)
         try:
@@ -130,8 +132,6 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
 def _check_namespace_tokens(entries: list[NamespaceToken]) -> None:
     for index, entry in enumerate(entries):
         where = f"namespace_tokens[{index}]"
-        if len(entry.token) < MIN_TOKEN_LENGTH:
-            raise ValueError(f"{where}: token is shorter than {MIN_TOKEN_LENGTH} characters")
         if not entry.namespaces:
             raise ValueError(f"{where}: namespaces must name at least one namespace")
         bad = [name for name in entry.namespaces if not is_rfc1123_label(name)]

@@ -40,12 +40,14 @@ from coordinator.deployments.records import (
     DeploymentRecord,
     DeploymentSpec,
 )
-from coordinator.errors import ApiError, NotFound
+from coordinator.errors import ApiError, NotFound, Unprocessable
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import Delta
 from coordinator.roles import principal_of, require_namespace
 from shared.codec import json_decoder
+from shared.container_spec import container_problems
 from shared.protocol import ContainerStatus
+from shared.resource_names import is_rfc1123_label
 
 _decode_spec: msgspec.json.Decoder[DeploymentSpec] = json_decoder(DeploymentSpec)
 CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")
@@ -102,9 +104,9 @@ class PlacedView(DeploymentView, frozen=True, kw_only=True):
 
 
 async def create_deployment(request: web.Request) -> web.Response:
-    namespace = request.match_info["namespace"]
-    require_namespace(request, namespace)
+    namespace = _namespace(request)
     spec = await read_body(request, _decode_spec, "deployment")
+    _check_container(spec.image, spec.command, spec.env, spec.labels)
     service = request.app[DEPLOYMENTS]
     with _skipped_named(service):
         outcome = await service.deploy(namespace, spec)
@@ -131,8 +133,7 @@ def _skipped_named(service: DeploymentService) -> Iterator[None]:
 
 
 async def list_deployments(request: web.Request) -> web.Response:
-    namespace = request.match_info["namespace"]
-    require_namespace(request, namespace)
+    namespace = _namespace(request)
     service = request.app[DEPLOYMENTS]
     found = [d for d in service.deployments() if d.namespace == namespace]
     return json_response({"deployments": [_deployment_view(service, d) for d in found]})
@@ -148,14 +149,13 @@ async def scale_deployment(request: web.Request) -> web.Response:
     body = await read_body(request, _decode_scale, "scale")
     with _skipped_named(service):
         outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
-    assert outcome is not None  # the deployment was there a moment ago, in this same turn
     return json_response(_placed_view(service, outcome))
 
 
 async def delete_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
     removed = await service.delete_deployment(deployment.namespace, deployment.spec.name)
-    return json_response({"deleted": deployment.spec.name, "containers": removed or []})
+    return json_response({"deleted": deployment.spec.name, "containers": removed})
 
 
 async def list_events(request: web.Request) -> web.Response:
@@ -199,15 +199,14 @@ async def realloc_container(request: web.Request) -> web.Response:
     body = await read_body(request, _decode_delta, "realloc")
     delta = Delta(**msgspec.structs.asdict(body))
     changed = await service.realloc(record.id, delta)
-    assert changed is not None  # the container was there a moment ago, in this same turn
     return json_response(_view(service, changed))
 
 
 async def replace_container(request: web.Request) -> web.Response:
     service, record = _container(request)
     body = await read_body(request, _decode_replace, "replace")
+    _check_container(body.image, body.command or [], {}, {})
     fresh = await service.replace(record.id, body.image, body.command)
-    assert fresh is not None  # the container was there a moment ago, in this same turn
     return json_response(_view(service, fresh), status=201)
 
 
@@ -227,9 +226,38 @@ def _check_filters(request: web.Request, known: tuple[str, ...]) -> None:
         )
 
 
-def _deployment(request: web.Request) -> tuple[DeploymentService, DeploymentRecord]:
-    namespace, name = request.match_info["namespace"], request.match_info["name"]
+def _check_container(
+    image: str, command: list[str], env: dict[str, str], labels: dict[str, str]
+) -> None:
+    """422 ``invalid_container`` for what the agent would refuse or fail to create for
+    ever. Checked here rather than when a spec is decoded, so that a deployment stored
+    by an older version still loads."""
+    problems = container_problems(image, command, env, labels)
+    if problems:
+        raise Unprocessable(
+            "invalid container: " + "; ".join(problems),
+            code="invalid_container",
+            details={"problems": problems},
+        )
+
+
+def _namespace(request: web.Request) -> str:
+    """The path's namespace: 422 ``invalid_namespace`` unless it is a namespace name (an
+    RFC 1123 label), 403 unless the token may act in it."""
+    namespace = request.match_info["namespace"]
+    if not is_rfc1123_label(namespace):
+        raise Unprocessable(
+            f"namespace {namespace[:100]!r} is not a namespace name (a-z, 0-9 and '-',"
+            " starting and ending with a letter or digit, at most 63 characters)",
+            code="invalid_namespace",
+            details={"namespace": namespace[:100]},
+        )
     require_namespace(request, namespace)
+    return namespace
+
+
+def _deployment(request: web.Request) -> tuple[DeploymentService, DeploymentRecord]:
+    namespace, name = _namespace(request), request.match_info["name"]
     service = request.app[DEPLOYMENTS]
     deployment = service.deployment(namespace, name)
     if deployment is None:

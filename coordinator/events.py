@@ -34,7 +34,7 @@ KEEP = 10_000
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
     sequence: int
-    at: float
+    at: float  # when it happened: when decided, or for drift when the agent put it back
     kind: str  # admitted, placed, refused, realloc, deleted, released, drift, lost
     reason: str
     namespace: str = ""
@@ -60,6 +60,7 @@ class Note:
     deployment: str = ""
     container: str = ""
     node: str = ""
+    at: float | None = None  # when it happened, if not now
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,10 @@ class EventLog:
         """Number and time ``notes``; the writes to commit with their decision."""
         now = self._clock()
         events = [
-            Event(sequence=self._next + i, at=now, **dataclasses.asdict(note))
+            Event(
+                sequence=self._next + i,
+                **(dataclasses.asdict(note) | {"at": now if note.at is None else note.at}),
+            )
             for i, note in enumerate(notes)
         ]
         self._next += len(events)

@@ -3,7 +3,10 @@ and each resource's status and leases. Handlers decode, call the service, encode
 
 Changing a template (PUT, DELETE ``/v1/resources/{id}``) changes configuration and needs an
 admin token. Asking for and releasing capacity is what lease clients do, within what the
-templates allow, so every valid token may; so may every read.
+templates allow, so every valid token may, for the clients of a namespace it may use
+(``acting_namespace``); an admin token naming no namespace acts for the cluster's own
+clients. Every token may read; a resource's leases it sees by name only for its
+namespaces, the others' as totals (``lease_views``).
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from aiohttp import web
 from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, NotFound
 from coordinator.keys import LEASES
+from coordinator.lease_keys import CLUSTER_NAMESPACE
 from coordinator.lease_service import LeaseRequestError
+from coordinator.lease_views import leases_seen
 from coordinator.leases import ResourceTemplate
-from coordinator.roles import require_admin
+from coordinator.roles import principal_of, require_admin, require_namespace
 from shared.codec import json_decoder
 from shared.lease_protocol import CapacityRequest, ReleaseRequest
 
@@ -31,10 +36,33 @@ def _refused(error: LeaseRequestError) -> ApiError:
     return ApiError(error.message, details=error.details, code=error.code)
 
 
+def acting_namespace(request: web.Request, named: str | None) -> str:
+    """The namespace whose client a capacity request or release acts for: the one it
+    names, if the token may use it (403 ``forbidden`` otherwise); else the token's only
+    namespace, or for an admin token the cluster's own (""). A token of several
+    namespaces must name one (400 ``namespace_required``)."""
+    if named is not None:
+        require_namespace(request, named)
+        return named
+    principal = principal_of(request)
+    if principal.admin:
+        return CLUSTER_NAMESPACE
+    if len(principal.namespaces) == 1:
+        (only,) = principal.namespaces
+        return only
+    namespaces = sorted(principal.namespaces)
+    raise ApiError(
+        f"this token acts for the namespaces {', '.join(namespaces)}: name one in 'namespace'",
+        code="namespace_required",
+        details={"namespaces": namespaces},
+    )
+
+
 async def capacity(request: web.Request) -> web.Response:
     body: CapacityRequest = await read_body(request, _decode_capacity, "capacity request")
+    namespace = acting_namespace(request, body.namespace)
     try:
-        answer = await request.app[LEASES].capacity(body)
+        answer = await request.app[LEASES].capacity(body, namespace)
     except LeaseRequestError as error:
         raise _refused(error) from error
     return json_response(answer)
@@ -42,7 +70,7 @@ async def capacity(request: web.Request) -> web.Response:
 
 async def release(request: web.Request) -> web.Response:
     body: ReleaseRequest = await read_body(request, _decode_release, "release request")
-    await request.app[LEASES].release(body)
+    await request.app[LEASES].release(body, acting_namespace(request, body.namespace))
     return json_response({})
 
 
@@ -103,7 +131,7 @@ async def resource_status(request: web.Request) -> web.Response:
 async def resource_leases(request: web.Request) -> web.Response:
     resource_id = request.match_info["id"]
     leases = request.app[LEASES].leases(resource_id)
-    return json_response({"resource_id": resource_id, "leases": leases})
+    return json_response(leases_seen(resource_id, leases, principal_of(request).may_use))
 
 
 def add_lease_routes(app: web.Application) -> None:

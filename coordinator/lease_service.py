@@ -5,10 +5,19 @@ its new lease), then commits everything it changed in one store transaction befo
 answers; if that commit fails, the in-memory change is undone and the caller gets an
 error, so memory never holds a grant the store does not.
 
+A lease is held by a client id within a namespace (``lease_keys``): the caller says
+which namespace a request acts for, and the engine's tables key each lease by the
+``holder_key`` of both.
+
 Store keys:
-    /leases/templates                  the ordered template list (JSON)
-    /leases/initialized                present once lease state has ever been persisted
-    /leases/held/<resource>/<client>   one live lease (ids percent-encoded)
+    /leases/templates                              the ordered template list (JSON)
+    /leases/initialized                            present once lease state has ever
+                                                   been persisted
+    /leases/held/<resource>/<namespace>/<client>   one live lease (parts percent-encoded)
+
+A store written before namespaces holds ``/leases/held/<resource>/<client>``; loading it
+gives those leases to the cluster's own clients (namespace "") and rewrites their keys in
+the form of now, in the same commit.
 
 Learning mode (spec 6) runs only when the coordinator starts on a store without
 ``/leases/initialized``: a store that lost its lease table looks exactly like that.
@@ -20,12 +29,15 @@ afterwards, and those changes persist.
 from __future__ import annotations
 
 import time
-import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import msgspec
 
+from coordinator.lease_keys import HELD_PREFIX, held_key, holder_key, parse_held_key
+from coordinator.lease_views import ClientLease, client_lease
 from coordinator.leases import (
     LeaseState,
     LeaseTable,
@@ -52,7 +64,6 @@ log = get_logger("allot.coordinator.leases")
 
 TEMPLATES_KEY = "/leases/templates"
 INITIALIZED_KEY = "/leases/initialized"
-HELD_PREFIX = "/leases/held/"
 
 
 class LeaseRequestError(Exception):
@@ -102,6 +113,7 @@ class _Change:
     undo: list[Callable[[], None]] = field(default_factory=list)
 
     def hold(self, resource_id: str, lease: LeaseState) -> None:
+        """Persist ``lease``, whose client id is a holder key."""
         self.puts[held_key(resource_id, lease.client_id)] = to_json(
             StoredLease(
                 has=lease.has,
@@ -111,16 +123,6 @@ class _Change:
                 expiry_time=lease.expiry_time,
             )
         )
-
-
-def held_key(resource_id: str, client_id: str) -> str:
-    quote = urllib.parse.quote
-    return f"{HELD_PREFIX}{quote(resource_id, safe='')}/{quote(client_id, safe='')}"
-
-
-def _parse_held_key(key: str) -> tuple[str, str]:
-    resource, _, client = key.removeprefix(HELD_PREFIX).partition("/")
-    return urllib.parse.unquote(resource), urllib.parse.unquote(client)
 
 
 def upsert(templates: Sequence[ResourceTemplate], new: ResourceTemplate) -> list[ResourceTemplate]:
@@ -178,30 +180,44 @@ class LeaseService:
         change = _Change(puts={TEMPLATES_KEY: to_json(templates)})
         if learning:
             change.puts[INITIALIZED_KEY] = to_json({"at": now})
-        restored = 0
-        for key, value in entries.items():
-            if key.startswith(HELD_PREFIX):
-                restored += service._restore(key, _decode_lease.decode(value), now, change)
+        outcomes = Counter(
+            service._restore(key, _decode_lease.decode(value), now, change)
+            for key, value in entries.items()
+            if key.startswith(HELD_PREFIX)
+        )
         await store.commit(Txn(puts=change.puts, deletes=tuple(change.deletes)))
         log.info(
             "leases loaded",
             templates=len(templates),
             resources=len(service._tables),
-            leases=restored,
-            dropped=len(change.deletes),
+            leases=outcomes["kept"] + outcomes["rekeyed"],
+            dropped=outcomes["dropped"],
             learning=learning,
         )
+        if outcomes["rekeyed"]:
+            log.info(
+                "leases of a store without namespaces now belong to the cluster's own clients",
+                leases=outcomes["rekeyed"],
+            )
         return service
 
-    def _restore(self, key: str, lease: StoredLease, now: float, change: _Change) -> int:
-        resource_id, client_id = _parse_held_key(key)
-        template = match_template(self._templates, resource_id)
+    def _restore(
+        self, key: str, lease: StoredLease, now: float, change: _Change
+    ) -> Literal["kept", "rekeyed", "dropped"]:
+        """Hold the stored lease again, unless it expired or no template matches it any
+        more (then its key goes); a key without a namespace is replaced by one with."""
+        held = parse_held_key(key)
+        template = match_template(self._templates, held.resource_id)
         if template is None or lease.expiry_time <= now:
             change.deletes.append(key)
-            return 0
-        state = LeaseState(client_id, **msgspec.structs.asdict(lease))
-        _put_back(self._table(resource_id, template), state)
-        return 1
+            return "dropped"
+        state = LeaseState(held.holder, **msgspec.structs.asdict(lease))
+        _put_back(self._table(held.resource_id, template), state)
+        if not held.legacy:
+            return "kept"
+        change.deletes.append(key)
+        change.hold(held.resource_id, state)
+        return "rekeyed"
 
     @property
     def templates(self) -> list[ResourceTemplate]:
@@ -214,8 +230,9 @@ class LeaseService:
             self._tables[resource_id] = table
         return table
 
-    async def capacity(self, request: CapacityRequest) -> CapacityResponse:
-        """Decide every resource of the request, persist, answer (spec 2 and 5)."""
+    async def capacity(self, request: CapacityRequest, namespace: str) -> CapacityResponse:
+        """Decide every resource of the request for its client in ``namespace`` (which
+        the caller has checked the request may act for), persist, answer (spec 2 and 5)."""
         problems = request_problems(request)
         if problems:
             raise LeaseRequestError("invalid_request", problems[0], {"problems": problems})
@@ -226,25 +243,26 @@ class LeaseService:
                 message = f"resource {item.resource_id!r} matches no resource template"
                 raise LeaseRequestError("unknown_resource", message, {"resource": item.resource_id})
             templates[item.resource_id] = template
+        holder = holder_key(namespace, request.client_id)
         now = self._wall()
         change = _Change()
         answers: list[ResourceResponse] = []
         for item in request.resources:
             table = self._table(item.resource_id, templates[item.resource_id])
             self._expire(item.resource_id, table, now)
-            before = table.get(request.client_id)
+            before = table.get(holder)
             lease = table.request(
-                request.client_id,
+                holder,
                 item.wants,
                 now=now,
                 has=item.has,
                 subclients=item.subclients,
                 priority=item.priority,
             )
-            after = table.get(request.client_id)
+            after = table.get(holder)
             assert after is not None
             change.hold(item.resource_id, after)
-            change.undo.append(_restorer(table, request.client_id, before, after))
+            change.undo.append(_restorer(table, holder, before, after))
             answers.append(
                 ResourceResponse(
                     resource_id=item.resource_id,
@@ -259,15 +277,17 @@ class LeaseService:
         await self._commit(change)
         return CapacityResponse(resources=answers)
 
-    async def release(self, request: ReleaseRequest) -> None:
-        """Drop the named leases at once; unknown clients and resources are ignored."""
+    async def release(self, request: ReleaseRequest, namespace: str) -> None:
+        """Drop the named leases of the request's client in ``namespace`` at once;
+        unknown clients and resources are ignored."""
+        holder = holder_key(namespace, request.client_id)
         change = _Change()
         for resource_id in dict.fromkeys(request.resource_ids):
             table = self._tables.get(resource_id)
-            before = table.get(request.client_id) if table else None
-            if table is not None and before is not None and table.release(request.client_id):
-                change.deletes.append(held_key(resource_id, request.client_id))
-                change.undo.append(_restorer(table, request.client_id, before, None))
+            before = table.get(holder) if table else None
+            if table is not None and before is not None and table.release(holder):
+                change.deletes.append(held_key(resource_id, holder))
+                change.undo.append(_restorer(table, holder, before, None))
         if change.deletes:
             await self._commit(change)
 
@@ -318,7 +338,7 @@ class LeaseService:
         return dropped
 
     def _expire(self, resource_id: str, table: LeaseTable, now: float) -> None:
-        self._expired.update(held_key(resource_id, client) for client in table.expire(now))
+        self._expired.update(held_key(resource_id, holder) for holder in table.expire(now))
 
     def status(self, resource_id: str) -> ResourceStatus | None:
         """The resource's state; a resource matching a template but never requested has
@@ -349,12 +369,13 @@ class LeaseService:
         found = (self.status(resource_id) for resource_id in sorted(self._tables))
         return [status for status in found if status is not None]
 
-    def leases(self, resource_id: str) -> list[LeaseState]:
+    def leases(self, resource_id: str) -> list[ClientLease]:
+        """Every live lease of the resource, with its namespace and client id."""
         table = self._tables.get(resource_id)
         if table is None:
             return []
         self._expire(resource_id, table, self._wall())
-        return table.leases()
+        return [client_lease(lease) for lease in table.leases()]
 
     async def _commit(self, change: _Change) -> None:
         # A lease that expired and was granted again in the same turn is put, not deleted.
@@ -371,16 +392,16 @@ class LeaseService:
 
 
 def _restorer(
-    table: LeaseTable, client_id: str, before: LeaseState | None, after: LeaseState | None
+    table: LeaseTable, holder: str, before: LeaseState | None, after: LeaseState | None
 ) -> Callable[[], None]:
-    """Put ``client_id``'s lease back to ``before``, unless a later decision replaced
+    """Put ``holder``'s lease back to ``before``, unless a later decision replaced
     ``after`` meanwhile (then that newer lease stands)."""
 
     def restore() -> None:
-        if table.get(client_id) != after:
+        if table.get(holder) != after:
             return
         if before is None:
-            table.release(client_id)
+            table.release(holder)
         else:
             _put_back(table, before)
 

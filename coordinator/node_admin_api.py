@@ -11,7 +11,8 @@
     POST  /v1/nodes/{name}/drain        cordon, and move every container elsewhere: the
                                         ids released, and each one's replacement
 
-Changing a node is admin-only; reading its allocation is open to any token.
+Changing a node is admin-only; reading its allocation is open to any token, but a
+namespace token sees only its namespaces' containers by id, the others as a count.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from coordinator.api import json_response, read_body
 from coordinator.deployment_service import DeploymentService
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import NodeState
-from coordinator.roles import require_admin
+from coordinator.roles import ADMIN, Principal, principal_of, require_admin
 from shared.codec import json_decoder
 
 
@@ -48,10 +49,11 @@ class Allocation(msgspec.Struct, frozen=True, kw_only=True):
     numa: dict[int, int] | None
     numa_memory: dict[int, int] | None
     shared_pool: list[int]
-    containers: list[str]
+    containers: list[str]  # those a namespace token may see: its namespaces' only
     version: int
     extended: dict[str, int] = {}  # named extended resource -> units offered
     extended_used: dict[str, int] = {}  # -> units its containers hold
+    other_containers: int = 0  # other namespaces' containers there: counted, not named
 
 
 _decode_capacity: msgspec.json.Decoder[CapacitySpec] = json_decoder(CapacitySpec)
@@ -60,7 +62,7 @@ _decode_capacity: msgspec.json.Decoder[CapacitySpec] = json_decoder(CapacitySpec
 async def get_allocation(request: web.Request) -> web.Response:
     service, node = _service_and_node(request)
     state, cordoned = service.allocation(node)
-    return json_response(_allocation(service, state, cordoned))
+    return json_response(_allocation(service, state, cordoned, principal_of(request)))
 
 
 async def set_capacity(request: web.Request) -> web.Response:
@@ -69,7 +71,7 @@ async def set_capacity(request: web.Request) -> web.Response:
     body = await read_body(request, _decode_capacity, "node capacity")
     fields = {k: v for k, v in msgspec.structs.asdict(body).items() if k != "mode"}
     state = await service.set_node(node, body.mode, **fields)
-    return json_response(_allocation(service, state, service.allocation(node)[1]))
+    return json_response(_allocation(service, state, service.allocation(node)[1], ADMIN))
 
 
 async def cordon(request: web.Request) -> web.Response:
@@ -100,8 +102,13 @@ def _service_and_node(request: web.Request) -> tuple[DeploymentService, str]:
     return request.app[DEPLOYMENTS], request.match_info["name"]
 
 
-def _allocation(service: DeploymentService, state: NodeState, cordoned: bool) -> Allocation:
+def _allocation(
+    service: DeploymentService, state: NodeState, cordoned: bool, principal: Principal
+) -> Allocation:
+    """The node's allocation as ``principal`` may see it: every amount, but only the
+    containers of its namespaces by id."""
     offered, used = service.extended(state.name)
+    visible = [cid for cid in sorted(state.allocations) if _visible(service, cid, principal)]
     return Allocation(
         node=state.name,
         cordoned=cordoned,
@@ -113,11 +120,17 @@ def _allocation(service: DeploymentService, state: NodeState, cordoned: bool) ->
         numa=state.numa,
         numa_memory=state.numa_memory,
         shared_pool=list(state.shared_pool()),
-        containers=sorted(state.allocations),
+        containers=visible,
         version=state.version,
         extended=offered,
         extended_used=used,
+        other_containers=len(state.allocations) - len(visible),
     )
+
+
+def _visible(service: DeploymentService, container_id: str, principal: Principal) -> bool:
+    record = service.container(container_id)
+    return principal.admin or (record is not None and principal.may_use(record.namespace))
 
 
 def add_node_admin_routes(app: web.Application) -> None:

@@ -103,6 +103,7 @@ CAPACITY_REQUEST: dict[str, Any] = {
 }
 CAPACITY_REQUEST_FULL: dict[str, Any] = {
     "client_id": "batch-2",
+    "namespace": "team-a",
     "resources": [
         {"resource_id": "db.write", "wants": 100, "has": 20, "subclients": 4, "priority": 0}
     ],
@@ -117,6 +118,7 @@ CAPACITY_RESPONSE: dict[str, Any] = {
     ]
 }
 RELEASE_REQUEST: dict[str, Any] = {"client_id": "web-7", "resource_ids": ["db.write"]}
+RELEASE_FOR_NAMESPACE: dict[str, Any] = RELEASE_REQUEST | {"namespace": "team-b"}
 RESOURCE_STATUS: dict[str, Any] = {
     "resource_id": "db-orders",
     "template": "db-*",
@@ -131,26 +133,33 @@ RESOURCE_STATUS: dict[str, Any] = {
     "learning": False,
 }
 RESOURCE_LIST: dict[str, Any] = {"templates": [TEMPLATE], "resources": [RESOURCE_STATUS]}
+_LEASE_OF_TEAM_A: dict[str, Any] = {
+    "namespace": "team-a",
+    "client_id": "web-7",
+    "has": 8.0,
+    "wants": 50.0,
+    "subclients": 1,
+    "priority": 0,
+    "expiry_time": 1795267408.883,
+}
+_LEASE_OF_TEAM_B: dict[str, Any] = {
+    "namespace": "team-b",
+    "client_id": "web-7",
+    "has": 2.0,
+    "wants": 4.0,
+    "subclients": 2,
+    "priority": 1,
+    "expiry_time": 1795267408.885,
+}
 RESOURCE_LEASES: dict[str, Any] = {
     "resource_id": "db-orders",
-    "leases": [
-        {
-            "client_id": "c0",
-            "has": 8.0,
-            "wants": 50.0,
-            "subclients": 1,
-            "priority": 0,
-            "expiry_time": 1795267408.883,
-        },
-        {
-            "client_id": "c1",
-            "has": 2.0,
-            "wants": 4.0,
-            "subclients": 2,
-            "priority": 1,
-            "expiry_time": 1795267408.885,
-        },
-    ],
+    "leases": [_LEASE_OF_TEAM_A, _LEASE_OF_TEAM_B],
+    "others": {"clients": 0, "has": 0.0, "wants": 0.0},
+}
+RESOURCE_LEASES_OF_TEAM_A: dict[str, Any] = {
+    "resource_id": "db-orders",
+    "leases": [_LEASE_OF_TEAM_A],
+    "others": {"clients": 1, "has": 2.0, "wants": 4.0},
 }
 
 # --- plans --------------------------------------------------------------------------
@@ -434,6 +443,7 @@ RUNNING_CONTAINER: dict[str, Any] = {
         "exit_code": None,
         "error": "",
         "drift": [],
+        "drift_at": 0.0,
     },
 }
 _DEPLOYMENT_RECORD: dict[str, Any] = {

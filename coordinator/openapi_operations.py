@@ -24,8 +24,8 @@ from coordinator.deployment_api import (
 from coordinator.deployments.records import DeploymentSpec
 from coordinator.events import Event
 from coordinator.lease_service import ResourceStatus
+from coordinator.lease_views import ResourceLeases
 from coordinator.leases import ResourceTemplate
-from coordinator.leases.table import LeaseState
 from coordinator.node_admin_api import Allocation, CapacitySpec
 from coordinator.nodes import NodeRecord
 from coordinator.openapi_schemas import INTEGER, STRING, Schema
@@ -128,7 +128,7 @@ _UNUSABLE = (
     " containers (whose allocation is stored apart)."
 )
 NODE = Param("name", "the node's name")
-NAMESPACE = Param("namespace", "the namespace")
+NAMESPACE = Param("namespace", "the namespace: an RFC 1123 label (422 invalid_namespace otherwise)")
 DEPLOYMENT = Param("name", "the deployment's name")
 RESOURCE = Param("id", "a resource id")
 GLOB = Param("id", "the template's identifier glob")
@@ -335,6 +335,14 @@ _NODES = (
     ),
 )
 
+# Whose client a capacity request or a release acts for; both descriptions say it.
+_NAMED_NAMESPACE = (
+    "A namespace token may name only its namespaces (403 otherwise) and may leave it"
+    " out if it has just one; a token of several must name one (400"
+    " namespace_required). An admin token leaving it out acts for the cluster's own"
+    " clients (the empty namespace), and naming one, for the clients of that namespace."
+)
+
 _LEASES = (
     Operation(
         "POST",
@@ -350,10 +358,11 @@ _LEASES = (
             "one resource": ex.CAPACITY_REQUEST,
             "every field": ex.CAPACITY_REQUEST_FULL,
         },
-        errors=(400, 401, 413, 503),
+        errors=(400, 401, 403, 413, 503),
         description=(
             "One request covers every resource of one client; each answer says what the"
-            " client gets, until when, and when to come back."
+            " client gets, until when, and when to come back. The client is client_id"
+            f" within a namespace. {_NAMED_NAMESPACE}"
         ),
     ),
     Operation(
@@ -366,9 +375,15 @@ _LEASES = (
         response="Empty",
         examples={"released": {}},
         request=ReleaseRequest,
-        request_examples={"one resource": ex.RELEASE_REQUEST},
-        errors=(400, 401, 413, 503),
-        description="Releasing a lease the client does not hold is not an error.",
+        request_examples={
+            "one resource": ex.RELEASE_REQUEST,
+            "an admin, for a namespace's client": ex.RELEASE_FOR_NAMESPACE,
+        },
+        errors=(400, 401, 403, 413, 503),
+        description=(
+            "Releasing a lease the client does not hold is not an error. The client is"
+            f" client_id within a namespace. {_NAMED_NAMESPACE}"
+        ),
     ),
     Operation(
         "GET",
@@ -438,11 +453,19 @@ _LEASES = (
         id="listLeases",
         summary="A resource's live leases",
         tag="leases",
-        who="any",
-        response="ResourceLeases",
-        examples={"two clients": ex.RESOURCE_LEASES},
+        who="filtered",
+        response=ResourceLeases,
+        examples={
+            "to an admin token": ex.RESOURCE_LEASES,
+            "to a token for team-a": ex.RESOURCE_LEASES_OF_TEAM_A,
+        },
         errors=(401,),
         params=(RESOURCE,),
+        description=(
+            "Each lease with its namespace and client id; the cluster's own clients have"
+            ' the namespace "". The leases of namespaces the token may not use are left'
+            " out and counted in others."
+        ),
     ),
 )
 
@@ -593,8 +616,13 @@ _DEPLOYMENTS = (
         errors=(400, 401, 403, 409, 413, 422, 503),
         params=(NAMESPACE,),
         description=(
-            "A refusal (quota 403; capacity, conflict or an existing name 409; invalid 422)"
-            " gives its reason in details.reason and changes nothing. Containers that need GPUs or"
+            "A refusal (quota or pool 403; capacity, conflict or an existing name 409;"
+            " invalid 422) gives its reason in details.reason and changes nothing. The"
+            " pool must be one the namespace may use: its own (named like it), a pool"
+            " below it, or one whose namespaces (or an ancestor's) name it (403"
+            " pool_forbidden; 422 unknown_pool). What the agent could never run is 422"
+            " invalid_container: an image that is not a reference, a label under allot.,"
+            " an env name with '=', a NUL character. Containers that need GPUs or"
             ' extended resources (resources.extended, e.g. {"example.com/fpga": 1}) go one'
             " at a time to the ready nodes with enough free units; when none has, the 409"
             " insufficient_devices gives details.needed and details.free per node. " + _SKIPPED
@@ -609,7 +637,7 @@ _DEPLOYMENTS = (
         who="namespace",
         response="DeploymentList",
         examples={"one deployment": {"deployments": [ex.DEPLOYMENT]}},
-        errors=(401, 403),
+        errors=(401, 403, 422),
         params=(NAMESPACE,),
     ),
     Operation(
@@ -621,7 +649,7 @@ _DEPLOYMENTS = (
         who="namespace",
         response=DeploymentView,
         examples={"two containers": ex.DEPLOYMENT},
-        errors=(401, 403, 404),
+        errors=(401, 403, 404, 422),
         params=(NAMESPACE, DEPLOYMENT),
     ),
     Operation(
@@ -633,7 +661,7 @@ _DEPLOYMENTS = (
         who="namespace",
         response="DeploymentDeleted",
         examples={"two containers": ex.DEPLOYMENT_DELETED},
-        errors=(401, 403, 404, 503),
+        errors=(401, 403, 404, 422, 503),
         params=(NAMESPACE, DEPLOYMENT),
     ),
     Operation(
@@ -650,8 +678,9 @@ _DEPLOYMENTS = (
         errors=(400, 401, 403, 404, 409, 413, 422, 503),
         params=(NAMESPACE, DEPLOYMENT),
         description=(
-            "New containers go beside the existing ones; scaling down removes the newest. "
-            + _SKIPPED
+            "New containers go beside the existing ones; scaling down removes the newest."
+            " Growing is refused (403 pool_forbidden) once the deployment's pool is no"
+            " longer open to its namespace. " + _SKIPPED
         ),
     ),
 )
@@ -787,7 +816,6 @@ REFERENCED: tuple[type[Any], ...] = (
     NodeRecord,
     ResourceTemplate,
     ResourceStatus,
-    LeaseState,
     PoolView,
     DeploymentView,
     ContainerView,

@@ -103,7 +103,6 @@ SCHEMAS: dict[str, Schema] = {
     "ResourceList": obj(
         {"templates": array(ref("ResourceTemplate")), "resources": array(ref("ResourceStatus"))}
     ),
-    "ResourceLeases": obj({"resource_id": STRING, "leases": array(ref("LeaseState"))}),
     "PoolList": obj(
         {
             "pools": array(ref("PoolView")),
@@ -125,6 +124,11 @@ SCHEMAS: dict[str, Schema] = {
                 },
                 required=[],
                 closed=True,
+            ),
+            "namespaces": described(
+                array({"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}),
+                "namespaces opened to the pool: their deployments may name it or a pool"
+                " below it (the namespace of the pool's own name always may)",
             ),
         },
         required=[],

@@ -5,6 +5,10 @@
         limiter = RateLimiter(writes)        # shared.rate_limiter spends writes.capacity
         await writes.ask(40)
 
+The client is ``client_id`` within a namespace. ``namespace`` names it in every request;
+left out, the coordinator takes the token's only namespace (an admin token: the
+cluster's own clients), and a token of several namespaces is refused until one is named.
+
 One task, the refresh loop, sends every request, so requests never overlap and their
 answers are applied in the order they were sent. A request is one bulk
 ``POST /v1/capacity`` for every resource the client holds, preceded by a
@@ -58,6 +62,7 @@ from shared.lease_protocol import (
     ResourceResponse,
 )
 from shared.logs import get_logger
+from shared.resource_names import is_rfc1123_label
 
 log = get_logger("allot.leases")
 
@@ -80,8 +85,9 @@ _error_body: msgspec.json.Decoder[_ErrorBody] = json_decoder(_ErrorBody)
 
 
 class LeaseError(Exception):
-    """The coordinator refused a request (400 invalid, 401 bad token): sending the same
-    request again would not help, so it is never retried.
+    """The coordinator refused a request (400 invalid, 401 bad token, 403 a namespace the
+    token may not use): sending the same request again would not help, so it is never
+    retried.
 
     ``resource_id`` is the resource the refusal is about, when the coordinator names one
     (its ``details.resource``, as for an id matching no template)."""
@@ -252,6 +258,7 @@ class LeaseClient:
         *,
         token: str,
         client_id: str | None = None,
+        namespace: str | None = None,
         min_refresh_interval: float = 1.0,
         timeout: float = 5.0,
         max_retries: int = 5,
@@ -270,7 +277,13 @@ class LeaseClient:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if namespace is not None and not is_rfc1123_label(namespace):
+            raise ValueError(
+                f"namespace must be an RFC 1123 label (a-z, 0-9 and '-', starting and ending"
+                f" with a letter or digit, at most 63 characters), got {namespace!r}"
+            )
         self.client_id = client_id if client_id is not None else default_client_id()
+        self.namespace = namespace
         self._url = url.rstrip("/")
         self._token = token
         self._min_refresh_interval = min_refresh_interval
@@ -483,7 +496,7 @@ class LeaseClient:
         if not self._releasing:
             return
         resource_ids = list(self._releasing)
-        request = ReleaseRequest(client_id=self.client_id, resource_ids=resource_ids)
+        request = self._release_request(resource_ids)
         try:
             await self._post(RELEASE_PATH, request)
         except LeaseError:
@@ -496,12 +509,19 @@ class LeaseClient:
         for resource_id in resource_ids:
             self._releasing.pop(resource_id, None)
 
+    def _release_request(self, resource_ids: list[str]) -> ReleaseRequest:
+        return ReleaseRequest(
+            client_id=self.client_id, resource_ids=resource_ids, namespace=self.namespace
+        )
+
     async def _send_capacity_request(self) -> None:
         held = list(self._resources.values())
         if not held:
             return
         request = CapacityRequest(
-            client_id=self.client_id, resources=[h._wire_request() for h in held]
+            client_id=self.client_id,
+            resources=[h._wire_request() for h in held],
+            namespace=self.namespace,
         )
         body = await self._post(CAPACITY_PATH, request)
         try:
@@ -532,7 +552,7 @@ class LeaseClient:
         raise _refusal(response.status, body)
 
     async def _release_on_close(self, resource_ids: list[str]) -> None:
-        request = ReleaseRequest(client_id=self.client_id, resource_ids=resource_ids)
+        request = self._release_request(resource_ids)
         try:
             async with asyncio.timeout(self._answer_wait):
                 await self._post(RELEASE_PATH, request)

@@ -3,16 +3,25 @@
     POST /v1/capacity          CapacityRequest  -> CapacityResponse
     POST /v1/capacity/release  ReleaseRequest   -> {}
 
-One request covers every resource of one client. Times are Unix epoch seconds and
-durations seconds. The coordinator checks the values (finite, non-negative, ...) with
-``request_problems`` before it changes anything.
+One request covers every resource of one client, a client id within a namespace (see
+``CapacityRequest``). Times are Unix epoch seconds and durations seconds. Decoding
+checks the names (the namespace an RFC 1123 label, the client id 1 to
+``MAX_CLIENT_ID_LENGTH`` characters); the coordinator checks the values (finite,
+non-negative, ...) with ``request_problems`` before it changes anything.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import msgspec
+from msgspec import Meta
+
+from shared.resource_names import Rfc1123Label
+
+MAX_CLIENT_ID_LENGTH = 256
+ClientId = Annotated[str, Meta(min_length=1, max_length=MAX_CLIENT_ID_LENGTH)]
 
 
 class ResourceRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,9 +32,15 @@ class ResourceRequest(msgspec.Struct, frozen=True, kw_only=True):
     priority: int = 0
 
 
-class CapacityRequest(msgspec.Struct, frozen=True, kw_only=True):
-    client_id: str
+# omit_defaults: a request that names no namespace says nothing about it on the wire.
+class CapacityRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What one client asks for, every resource at once. The client is ``client_id`` in
+    ``namespace``; left out, the token's only namespace (for an admin token: the
+    cluster's own clients, namespace "")."""
+
+    client_id: ClientId
     resources: list[ResourceRequest]
+    namespace: Rfc1123Label | None = None
 
 
 class Gets(msgspec.Struct, frozen=True, kw_only=True):
@@ -44,9 +59,12 @@ class CapacityResponse(msgspec.Struct, frozen=True, kw_only=True):
     resources: list[ResourceResponse]
 
 
-class ReleaseRequest(msgspec.Struct, frozen=True, kw_only=True):
-    client_id: str
+class ReleaseRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Leases one client gives back at once; its namespace as in ``CapacityRequest``."""
+
+    client_id: ClientId
     resource_ids: list[str]
+    namespace: Rfc1123Label | None = None
 
 
 def request_problems(request: CapacityRequest) -> list[str]:

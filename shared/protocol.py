@@ -50,6 +50,9 @@ Cores = Annotated[float, Meta(ge=0, le=MAX_CPUS)]  # refuses NaN and infinities 
 UsedBytes = Annotated[int, Meta(ge=0, le=MAX_MEMORY)]
 ExitCode = Annotated[int, Meta(ge=-(2**31), le=2**32 - 1)]
 SwapState = Literal["", "pending", "done", "failed"]
+# Seconds since 1970 on the agent's clock, 0 when it does not say; an event's time, so no
+# NaN, infinity, or date before 1970 or after the year 2500.
+UnixTime = Annotated[float, Meta(ge=0, le=16_725_225_600)]
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -108,7 +111,11 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     started_at: Name = ""  # Docker's State.StartedAt
     exit_code: ExitCode | None = None
     error: Message = ""
-    drift: Messages = []  # hand-made changes the agent put back, e.g. "cpu_shares 2 -> 717"
+    # The hand-made changes the agent last put back, e.g. "cpu_shares 2 -> 717" or
+    # "recreated (removed outside allot)", and when (Unix time, the agent's clock): each
+    # correction has its own time, so the same change put back twice is told apart.
+    drift: Messages = []
+    drift_at: UnixTime = 0.0
     # For a container that replaces another: "pending" while the swap is under way, "done"
     # once it has run for the agent's settle time (the old one stays stopped), "failed"
     # when it could not run (it was removed, the old one started again; `error` says why).

@@ -10,7 +10,8 @@
 Every parser returns an exact integer in its unit or raises ``QuantityError`` naming
 the field and the value. Nothing is ever truncated or rounded: a value finer than the
 unit ("0.001" of a core with share_base 100, "0.5" bytes) is refused, as is anything
-negative, non-finite, boolean or malformed.
+negative, non-finite, boolean, malformed, or above the largest amount allot takes
+(``MAX_CORES``, ``MAX_BYTES``, ``MAX_UNITS``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 DEFAULT_SHARE_BASE = 100
+# The largest amounts taken, far above any host or cluster (a cluster of 65,536 hosts of
+# 256 cores is 2**24 cores), so that every figure derived from one -- CPU pieces, a CFS
+# quota in microseconds, bytes for Docker -- stays well inside a signed 64-bit integer.
+MAX_CORES = 2**24
+MAX_BYTES = 2**62
+MAX_UNITS = 2**32
+MAX_QUANTITY_TEXT = 64  # characters: more digits than any amount below these needs
 
 _DECIMAL = re.compile(r"([0-9]+(?:\.[0-9]+)?|\.[0-9]+)([A-Za-z]*)")  # ASCII digits only
 _MEMORY_SUFFIXES = {
@@ -53,6 +61,7 @@ def parse_cpu(value: Number, *, field: str = "cpu", share_base: int = DEFAULT_SH
     if share_base < 1:
         raise ValueError(f"share_base must be at least 1, got {share_base}")
     cores = _scaled(field, value, _CPU_SUFFIXES, "cores, like '1.7', '2' or '500m'")
+    _at_most(field, value, cores, MAX_CORES, "cores")
     return _whole(field, value, cores * share_base, f"is finer than 1/{share_base} of a core")
 
 
@@ -61,6 +70,7 @@ def parse_memory(value: Number, *, field: str = "memory") -> int:
     (powers of 1024) that comes to whole bytes ("512Mi", "1.5K")."""
     suffixes = {k: Fraction(v) for k, v in _MEMORY_SUFFIXES.items()}
     amount = _scaled(field, value, suffixes, "bytes, like '536870912', '512Mi' or '2G'")
+    _at_most(field, value, amount, MAX_BYTES, "bytes")
     return _whole(field, value, amount, "is not a whole number of bytes")
 
 
@@ -73,6 +83,7 @@ def parse_count(field: str, value: Number, *, unit: str = "") -> int:
     """A whole, non-negative number of devices or units, without a suffix."""
     described = f"a whole number of {unit}" if unit else "a whole number"
     amount = _scaled(field, value, {"": Fraction(1)}, described)
+    _at_most(field, value, amount, MAX_UNITS, unit or "units")
     return _whole(field, value, amount, f"is not {described}")
 
 
@@ -108,6 +119,13 @@ def exact_decimal(value: Fraction) -> str | None:
     return f"{sign}{digits[:-places]}.{digits[-places:]}"
 
 
+def decimal_text(value: int | float) -> str:
+    """A JSON number as the plain decimal a quantity string takes, exactly as written:
+    3.8e16 -> "38000000000000000", 0.5 -> "0.5" (``str`` would give "3.8e+16")."""
+    exact = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    return format(exact, "f")
+
+
 def format_memory(amount: int) -> str:
     """Bytes in the largest binary unit that divides them exactly ("512Mi", "1536")."""
     for suffix in ("Ti", "Gi", "Mi", "Ki"):
@@ -141,6 +159,8 @@ def _scaled(field: str, value: Number, suffixes: dict[str, Fraction], expected: 
         return number
     if not isinstance(value, str):
         raise QuantityError(field, value, f"has type {type(value).__name__}, expected {expected}")
+    if len(value) > MAX_QUANTITY_TEXT:
+        raise QuantityError(field, value[:MAX_QUANTITY_TEXT] + "...", f"is not {expected}")
     match = _DECIMAL.fullmatch(value)
     if match is None or match.group(2) not in suffixes:
         reason = "is negative" if value.strip().startswith("-") else f"is not {expected}"
@@ -158,6 +178,11 @@ def _exact(field: str, value: int | float | Decimal) -> Fraction:
     if not number.is_finite():
         raise QuantityError(field, value, "is not a finite number")
     return Fraction(number)
+
+
+def _at_most(field: str, value: object, amount: Fraction, most: int, unit: str) -> None:
+    if amount > most:
+        raise QuantityError(field, value, f"is above the largest amount allot takes, {most} {unit}")
 
 
 def _whole(field: str, value: object, amount: Fraction, reason: str) -> int:

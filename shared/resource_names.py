@@ -1,5 +1,6 @@
 """Resource names (quota spec sections 2, 3 and 9), shared by the coordinator and the agent.
 
+is_rfc1123_label("team-a")                         -> True
 resource_name_problem("nvidia.com/mig-3G.40GB")   -> "malformed_mig_name"
 resource_name_problem("example.com/fpga")         -> None
 extended_name_problem("nvidia.com/gpu")           -> "is discovered on the host, ..."
@@ -9,6 +10,9 @@ mig_memory_gb("nvidia.com/mig-1g.10gb")           -> 10
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from msgspec import Meta
 
 from shared.resources import CPU, GPU_MEMORY, MEMORY
 
@@ -17,6 +21,11 @@ MIG_PREFIX = "nvidia.com/mig-"
 BARE_NAMES = frozenset({CPU, MEMORY, GPU_MEMORY})
 
 RFC1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?")
+# The same rule for msgspec and JSON Schema, which search for a pattern rather than match
+# it whole. Python's ``$`` also matches just before a final newline, so ``(?!\n)`` follows
+# it; in JSON Schema's ECMAScript dialect ``$`` is the very end and the lookahead is moot.
+RFC1123_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$(?!\n)"
+Rfc1123Label = Annotated[str, Meta(pattern=RFC1123_LABEL_PATTERN, max_length=63)]
 _EXTENDED_NAME = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _MIG = re.compile(r"nvidia\.com/mig-([1-9][0-9]*)g\.([1-9][0-9]*)gb(?:\+me)?")
 

@@ -30,5 +30,9 @@ def idle_runtime(inventory: Inventory, node: str = "n1") -> Runtime:
     """A runtime whose reconcile loop never runs, for tests of the coordinator link alone:
     it takes desired states and reports its (unchanging) status."""
     engine = DockerEngine.connect(node=node, base_url="unix:///nonexistent/docker.sock", timeout=1)
-    options = RuntimeOptions(node=node, state_path=Path("/nonexistent/agent.json"))
+    options = RuntimeOptions(
+        node=node,
+        state_path=Path("/nonexistent/agent.json"),
+        applied_path=Path("/nonexistent/applied.json"),
+    )
     return Runtime(engine, Host.of(inventory), options)

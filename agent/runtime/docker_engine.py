@@ -35,6 +35,7 @@ from shared.protocol import DesiredContainer, Limits
 # used here, and later engines still serve it.
 API_VERSION = "1.41"
 GPU_CAPABILITIES = [["gpu"]]  # what `docker run --gpus device=...` asks for
+NO_RESERVATION = -1  # what an update takes to remove a memory reservation (Docker 20.10)
 
 T = TypeVar("T")
 
@@ -109,9 +110,7 @@ class DockerEngine:
         await self._call(self.client.api.start, docker_id)
 
     async def update(self, docker_id: str, settings: Settings) -> None:
-        await self._call(
-            self.client.api.update_container, docker_id, **_settings_arguments(settings)
-        )
+        await self._call(self.client.api.update_container, docker_id, **_update_arguments(settings))
 
     async def stop(self, docker_id: str, *, stop_timeout: int) -> None:
         await self._call(self.client.api.stop, docker_id, timeout=stop_timeout)
@@ -168,7 +167,8 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
                 cpu_period=host.get("CpuPeriod") or 0,
                 mem_limit=host.get("Memory") or 0,
                 memswap_limit=host.get("MemorySwap") or 0,
-                mem_reservation=host.get("MemoryReservation") or 0,
+                # an update that took the reservation away leaves -1
+                mem_reservation=max(host.get("MemoryReservation") or 0, 0),
             ),
             created=attrs.get("Created", ""),
             started_at=state.get("StartedAt", ""),
@@ -182,8 +182,8 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
 
 
 def _settings_arguments(settings: Settings) -> dict[str, Any]:
-    """The SDK's keyword arguments for create and update. Memory fields at 0 are left
-    out: to Docker's update 0 means "unchanged", and at create it means no limit."""
+    """The SDK's keyword arguments for create. Memory fields at 0 are left out: at
+    create that means no limit."""
     return {
         "cpuset_cpus": docker_cpuset(settings.cpuset_cpus),
         "cpuset_mems": docker_cpuset(settings.cpuset_mems),
@@ -194,6 +194,14 @@ def _settings_arguments(settings: Settings) -> dict[str, Any]:
         "memswap_limit": settings.memswap_limit or None,
         "mem_reservation": settings.mem_reservation or None,
     }
+
+
+def _update_arguments(settings: Settings) -> dict[str, Any]:
+    """The SDK's keyword arguments for update. To an update 0 means "unchanged": a memory
+    limit at 0 is left out (the planner makes a container anew to lose one), and a
+    reservation at 0 is sent as -1, which takes one away."""
+    reservation = settings.mem_reservation or NO_RESERVATION
+    return _settings_arguments(settings) | {"mem_reservation": reservation}
 
 
 def _translated(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 
 from shared.codec import to_json
+from shared.container_spec import RESERVED_LABEL_PREFIX
 from shared.protocol import DesiredContainer
 
-PREFIX = "allot."
+PREFIX = RESERVED_LABEL_PREFIX
 ID = "allot.id"
 NODE = "allot.node"
 NAMESPACE = "allot.namespace"

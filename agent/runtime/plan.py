@@ -3,18 +3,23 @@
     work = plan(desired, observed, applied, host)
 
 ``desired`` is the coordinator's state for this node, ``observed`` what Docker holds under
-this node's labels, ``applied`` the settings the agent last set on each container (to tell
-a hand-made change, drift, from a new desired value). The result has one ``Work`` per
-container id that needs anything, sorted by id; its actions run in order, and different
-containers' work is independent.
+this node's labels, ``applied`` the settings the agent last set on each container it made
+or adopted and has not removed since (kept across restarts). The result has one ``Work``
+per container id that needs anything, sorted by id; its actions run in order, and
+different containers' work is independent.
 
 The rules (a container without an ``allot.id`` label is never touched):
 - a container no longer desired, or a second one with the same id, is removed;
 - a desired container that is missing is created and started, unless it asks for a GPU
   this node does not have or for a label in allot's own namespace (refused);
 - one whose fixed spec (``allot.spec``) differs is removed and made anew;
-- one whose limits differ is updated in place; a memory limit cannot be removed in place,
-  which is reported instead;
+- one whose limits differ is updated in place; one holding a memory limit that is no
+  longer wanted is removed and made anew, since Docker cannot remove that limit in place;
+- drift is a hand-made change the agent puts back: a limit that differs from the value
+  the agent set while the coordinator still wants that value, or a container the agent
+  had (``applied``) that is gone (removed outside allot: it is made anew). ``Work.drift``
+  notes each such change, e.g. "cpu_shares 2 -> 717" or "recreated (removed outside
+  allot)"; a work with notes is one correction;
 - one never started is started; an exited one is left to its restart policy, which
   Docker carries out (starting it here as well would race Docker's own restart, above
   all while the engine itself starts).
@@ -32,7 +37,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import msgspec
@@ -86,6 +91,7 @@ class Create:
 
     container: DesiredContainer
     settings: Settings
+    recreated: str = ""  # why a container the agent had is made anew; "" for a first one
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,8 @@ class Update:
     docker_id: str
     settings: Settings
     changes: dict[str, str]  # field -> "old -> new"
-    drift: bool  # True: the agent had set these settings and someone changed them
+    # Those of ``changes`` that put back a hand-made change (the rest follow the desired state).
+    drift: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,7 @@ class Work:
     actions: tuple[Action, ...] = ()
     problem: str = ""  # why the desired state cannot be met, for the container's status
     swap_failed: str = ""  # a replacing container that could not run: why
+    drift: tuple[str, ...] = ()  # the hand-made changes these actions put back
 
 
 @dataclass(frozen=True)
@@ -170,7 +178,7 @@ def plan(
             if for_old.actions:
                 work.append(for_old)
         if duplicates or one.actions or one.problem or one.swap_failed:
-            work.append(Work(container_id, duplicates + one.actions, one.problem, one.swap_failed))
+            work.append(replace(one, actions=duplicates + one.actions))
     return work
 
 
@@ -253,6 +261,10 @@ def refusal(container: DesiredContainer, host: Host) -> str:
     return ""
 
 
+REMOVED_OUTSIDE = "removed outside allot"
+NO_IN_PLACE_REMOVAL = "Docker cannot remove a memory limit in place"
+
+
 def _work_for(
     wanted: DesiredContainer,
     kept: Observed | None,
@@ -261,26 +273,71 @@ def _work_for(
     host: Host,
 ) -> Work:
     if kept is None or kept.spec != spec_digest(wanted):
+        return _creation(wanted, kept, target, applied, host)
+    current = host.settings(kept.limits)
+    start = (Start(kept.docker_id, "never started"),) if kept.state == "created" else ()
+    if current == target:
+        return Work(wanted.id, start)
+    stuck = target.unsettable_from(current)
+    if stuck:
+        problem = f"cannot remove {', '.join(stuck)} in place; the container keeps it"
+        return Work(wanted.id, start, problem)
+    changes = target.changes_from(current)
+    hand_made = _hand_made(changes, target, applied)
+    drift = tuple(f"{name} {change}" for name, change in hand_made.items())
+    if target.removed_only_by_recreating(current):
         why_not = refusal(wanted, host)
         if why_not:
-            return Work(wanted.id, problem=why_not)
-        create = Create(wanted, target)
-        if kept is None:
-            return Work(wanted.id, (create,))
-        return Work(wanted.id, (Remove(kept.docker_id, "spec changed"), create))
-    actions: list[Action] = []
-    problem = ""
-    current = host.settings(kept.limits)
-    if current != target:
-        blocked = target.unsettable_from(current)
-        if blocked:
-            problem = f"cannot remove {', '.join(blocked)} in place; the container keeps it"
-        else:
-            drift = applied == target
-            actions.append(Update(kept.docker_id, target, target.changes_from(current), drift))
-    if kept.state == "created":
-        actions.append(Start(kept.docker_id, "never started"))
-    return Work(wanted.id, tuple(actions), problem)
+            problem = f"{NO_IN_PLACE_REMOVAL}, and the container cannot be made anew: {why_not}"
+            return Work(wanted.id, start, problem)
+        anew = (
+            Remove(kept.docker_id, f"to be made anew: {NO_IN_PLACE_REMOVAL}"),
+            Create(wanted, target, recreated=NO_IN_PLACE_REMOVAL),
+        )
+        if drift:
+            drift = (*drift, _recreated(NO_IN_PLACE_REMOVAL))
+        return Work(wanted.id, anew, drift=drift)
+    update = Update(kept.docker_id, target, changes, hand_made)
+    return Work(wanted.id, (update, *start), drift=drift)
+
+
+def _creation(
+    wanted: DesiredContainer,
+    kept: Observed | None,
+    target: Settings,
+    applied: Settings | None,
+    host: Host,
+) -> Work:
+    """The work for a container that is missing (``kept`` None) or whose fixed spec
+    changed. One the agent had (``applied``) and finds missing was removed outside allot."""
+    why_not = refusal(wanted, host)
+    if why_not:
+        return Work(wanted.id, problem=why_not)
+    if kept is not None:
+        return Work(wanted.id, (Remove(kept.docker_id, "spec changed"), Create(wanted, target)))
+    if applied is None:
+        return Work(wanted.id, (Create(wanted, target),))
+    create = Create(wanted, target, recreated=REMOVED_OUTSIDE)
+    return Work(wanted.id, (create,), drift=(_recreated(REMOVED_OUTSIDE),))
+
+
+def _recreated(why: str) -> str:
+    return f"recreated ({why})"
+
+
+def _hand_made(
+    changes: dict[str, str], target: Settings, applied: Settings | None
+) -> dict[str, str]:
+    """Of ``changes``, those that put back a hand-made change: fields whose target is
+    the value the agent last set. A field whose target moved may have been changed by
+    hand as well, but the new desired value explains the difference."""
+    if applied is None:
+        return {}
+    return {
+        name: change
+        for name, change in changes.items()
+        if getattr(applied, name) == getattr(target, name)
+    }
 
 
 def _keeper_first(containers: list[Observed]) -> list[Observed]:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.runtime.applied_file import AppliedSettings
 from agent.runtime.docker_engine import DockerEngine, DockerRefused, EngineUnavailable, Inspected
 from agent.runtime.events import follow_events
 from agent.runtime.plan import (
@@ -62,6 +63,7 @@ SWAP_POLL_SECONDS = 0.5  # how often passes run while a swap waits for its settl
 class RuntimeOptions:
     node: str
     state_path: Path
+    applied_path: Path  # what the agent last set on each container, kept across restarts
     resync_seconds: float = 10.0
     stop_timeout_seconds: int = 10
     watchdog_seconds: float | None = None  # ping interval when systemd asked for one
@@ -69,6 +71,14 @@ class RuntimeOptions:
     backoff_max_seconds: float = 30.0
     node_problems: Sequence[str] = ()  # from discovery (e.g. NVML), reported with ours
     replace_settle_seconds: float = 5.0  # a replacement runs this long before the old one goes
+
+
+@dataclass(frozen=True)
+class _Correction:
+    """Hand-made changes the agent put back in one go, and when (Unix time)."""
+
+    notes: list[str]
+    at: float
 
 
 @dataclass
@@ -97,8 +107,8 @@ class Runtime:
         self._revision = 0
         self._applied_revision = 0
         self._container_revision: dict[str, int] = {}
-        self._applied: dict[str, Settings] = {}  # what the agent last set, per container
-        self._drift: dict[str, list[str]] = {}
+        self._applied = AppliedSettings(options.applied_path)
+        self._drift: dict[str, _Correction] = {}  # per container: the last one
         self._problems: dict[str, str] = {}  # per container: refusal or failure, logged once
         self._observed: list[Inspected] = []
         self._samples: dict[str, Sample] = {}  # per running container: its last usage sample
@@ -162,6 +172,7 @@ class Runtime:
         backoff = Backoff(
             initial=self.options.backoff_initial_seconds, cap=self.options.backoff_max_seconds
         )
+        self._applied.load()
         events = asyncio.create_task(self._follow_events())
         try:
             while True:
@@ -218,7 +229,7 @@ class Runtime:
             if desired is not None:
                 swaps = self._swaps(desired)
                 seen = [one.observed for one in observed]
-                work = plan(desired, seen, self._applied, self.host, swaps)
+                work = plan(desired, seen, self._applied.settings, self.host, swaps)
                 outcome = await self._carry_out(work)
                 self._note_failed_swaps(desired, work, outcome)
                 if outcome.actions:
@@ -345,6 +356,8 @@ class Runtime:
             except EngineUnavailable as error:
                 outcome.engine_down = str(error)
                 return
+        if work.drift:
+            self._drift[work.id] = _Correction(list(work.drift), at=self._clock())
 
     def _record_problems(
         self, desired: dict[str, DesiredContainer], work: list[Work], outcome: _Pass
@@ -363,7 +376,13 @@ class Runtime:
     async def _act(self, container_id: str, action: Action) -> None:
         if isinstance(action, Create):
             await self.engine.create_and_start(action.container, action.settings)
-            log.info("container started", id=container_id, **_describe(action.settings))
+            if action.recreated:
+                described = _describe(action.settings)
+                log.warning(
+                    "container recreated", id=container_id, reason=action.recreated, **described
+                )
+            else:
+                log.info("container started", id=container_id, **_describe(action.settings))
         elif isinstance(action, Start):
             await self.engine.start(action.docker_id)
             log.info("container started", id=container_id, reason=action.reason)
@@ -372,12 +391,15 @@ class Runtime:
             log.info("container stopped", id=container_id, reason=action.reason)
         elif isinstance(action, Update):
             await self.engine.update(action.docker_id, action.settings)
+            wanted = {k: v for k, v in action.changes.items() if k not in action.drift}
+            if wanted:
+                log.info("limits updated", id=container_id, **wanted)
             if action.drift:
-                self._drift[container_id] = [f"{k} {v}" for k, v in action.changes.items()]
-                log.warning("drift corrected", id=container_id, **action.changes)
-            else:
-                log.info("limits updated", id=container_id, **action.changes)
+                log.warning("drift corrected", id=container_id, **action.drift)
         else:
+            # Forgotten first: a container the agent had and finds gone counts as removed
+            # by hand, which this one, even if the agent stops right now, is not.
+            self._applied.forget(container_id)
             await self.engine.remove(
                 action.docker_id, stop_timeout=self.options.stop_timeout_seconds
             )
@@ -390,10 +412,11 @@ class Runtime:
             container_id = one.observed.id
             target = targets.get(container_id)
             if target is not None and self.host.settings(one.observed.limits) == target:
-                self._applied[container_id] = target
+                self._applied.set(container_id, target)
                 if container_id not in outcome.errors:
                     self._container_revision[container_id] = revision
-        for kept in (self._applied, self._container_revision, self._drift, self._problems):
+        self._applied.keep_only(desired.keys())
+        for kept in (self._container_revision, self._drift, self._problems):
             for container_id in kept.keys() - desired.keys():
                 del kept[container_id]
         if not outcome.errors:
@@ -450,6 +473,7 @@ class Runtime:
             container_id = one.observed.id
             wanted = desired.get(container_id)
             cores, memory = self._usage.get(container_id, (None, None))
+            correction = self._drift.get(container_id)
             statuses[container_id] = ContainerStatus(
                 id=container_id,
                 state=one.observed.state,
@@ -461,7 +485,10 @@ class Runtime:
                 started_at=one.started_at,
                 exit_code=one.exit_code,
                 error=clipped(self._problems.get(container_id, "")),
-                drift=self._drift.get(container_id, []),
+                drift=[clipped(note) for note in correction.notes[:MAX_MESSAGES]]
+                if correction
+                else [],
+                drift_at=correction.at if correction else 0.0,
                 cpu_usage=cores,
                 memory_usage=memory,
                 replacing=self._replacing(wanted),

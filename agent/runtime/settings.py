@@ -53,14 +53,23 @@ class Settings:
             if getattr(before, name) != getattr(self, name)
         }
 
+    def removed_only_by_recreating(self, before: Settings) -> list[str]:
+        """Fields ``before`` sets that ``self`` leaves unset and no update can clear: a
+        memory limit and its swap limit. To Docker's update 0 means "unchanged" and it
+        refuses -1 ("Minimum memory limit allowed is 6MB", Docker 20.10; moby issue
+        22516), so only a container made anew with ``self`` is without them."""
+        if self.mem_limit or not before.mem_limit:
+            return []
+        return [name for name in ("mem_limit", "memswap_limit") if getattr(before, name)]
+
     def unsettable_from(self, before: Settings) -> list[str]:
-        """Fields Docker cannot change in place from ``before``: an update with 0 means
-        "unchanged" for the memory fields, so a limit can be set or moved, not removed."""
-        return [
-            name
-            for name in ("mem_limit", "memswap_limit", "mem_reservation")
-            if getattr(before, name) != 0 and getattr(self, name) == 0
-        ]
+        """Fields no way of Docker's takes from ``before`` to ``self``: a swap limit to
+        remove while the memory limit stays. An update cannot clear it, and a container
+        made anew gets Docker's default of twice the memory limit (the coordinator always
+        sets the swap limit to the memory limit, so only a hand-written target asks this)."""
+        if not self.mem_limit or self.memswap_limit or not before.memswap_limit:
+            return []
+        return ["memswap_limit"]
 
 
 def docker_cpuset(cpus: CpuSet) -> str:

@@ -4,12 +4,11 @@ the previous version or the new one, never half of one)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import msgspec
 
+from agent.runtime.atomic_write import write_atomically
 from shared.codec import json_decoder, to_json
 from shared.protocol import ContainerStatus
 
@@ -42,10 +41,7 @@ def state_path(state_dir: str, node: str) -> Path:
 
 
 def write_state(path: Path, state: AgentState) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        f.write(to_json(state))
-    os.replace(f.name, path)
+    write_atomically(path, to_json(state))
 
 
 def read_state(path: Path) -> AgentState:

@@ -9,7 +9,8 @@ import time
 import msgspec
 
 from coordinator.lease_service import ResourceStatus
-from coordinator.leases import LeaseState, ResourceTemplate
+from coordinator.lease_views import ResourceLeases
+from coordinator.leases import ResourceTemplate
 from coordinator.nodes import NodeRecord
 from coordinator.plan_api import PlanResponse
 from coordinator.quota_service import QuotaSummary, QuotaView
@@ -28,14 +29,9 @@ class ResourceList(msgspec.Struct):
     resources: list[ResourceStatus]
 
 
-class LeaseList(msgspec.Struct):
-    resource_id: str
-    leases: list[LeaseState]
-
-
 class ResourceView(msgspec.Struct):
     status: ResourceStatus
-    leases: LeaseList
+    leases: ResourceLeases
 
 
 _nodes: msgspec.json.Decoder[NodeList] = json_decoder(NodeList)
@@ -144,13 +140,18 @@ def resource_details(body: bytes) -> str:
             ("learning", "yes" if status.learning else "no"),
         ],
     )
-    if not view.leases.leases:
-        return head + "\n\nno leases"
-    now = time.time()
-    leases = table(
-        ["CLIENT", "HAS", "WANTS", "SUBCLIENTS", "PRIORITY", "EXPIRES IN"],
-        [
+    return head + "\n\n" + _leases_text(view.leases)
+
+
+def _leases_text(view: ResourceLeases) -> str:
+    """The leases shown by name ("-": the cluster's own clients), then the totals of
+    those of other namespaces, which a namespace token sees only that way."""
+    parts: list[str] = []
+    if view.leases:
+        now = time.time()
+        rows = [
             (
+                lease.namespace or "-",
                 lease.client_id,
                 amount(lease.has),
                 amount(lease.wants),
@@ -158,10 +159,17 @@ def resource_details(body: bytes) -> str:
                 lease.priority,
                 f"{max(0.0, lease.expiry_time - now):.1f}s",
             )
-            for lease in view.leases.leases
-        ],
-    )
-    return head + "\n\n" + leases
+            for lease in view.leases
+        ]
+        headers = ["NAMESPACE", "CLIENT", "HAS", "WANTS", "SUBCLIENTS", "PRIORITY", "EXPIRES IN"]
+        parts.append(table(headers, rows))
+    others = view.others
+    if others.clients:
+        parts.append(
+            f"{others.clients} lease(s) of other namespaces, not shown:"
+            f" has {amount(others.has)}, wants {amount(others.wants)}"
+        )
+    return "\n\n".join(parts) or "no leases"
 
 
 def plan_tables(body: bytes) -> str:

@@ -179,6 +179,32 @@ class Ledger:
         """A live container, or one being replaced (``replaced_by`` says by which)."""
         return self._containers.get(container_id) or self._replaced.get(container_id)
 
+    def _live(self, container_id: str) -> ContainerRecord:
+        """The live container ``container_id``, which a request may change: ``NotFound``
+        when there is none, 409 ``swap_under_way`` while a new container replaces it."""
+        record = self._containers.get(container_id)
+        if record is not None:
+            return record
+        old = self._replaced.get(container_id)
+        if old is None:
+            raise NotFound(f"no container {container_id}", details={"container": container_id})
+        raise DeployRefused(
+            "invalid",
+            "swap_under_way",
+            f"{container_id} is being replaced by {old.replaced_by}; wait until the swap"
+            f" is done, or change {old.replaced_by}",
+            409,
+            {"container": container_id, "replaced_by": old.replaced_by},
+        )
+
+    def _deployment(self, namespace: str, name: str) -> DeploymentRecord:
+        """``NotFound`` when the deployment is not there (deleted by a request that came
+        first)."""
+        deployment = self._deployments.get((namespace, name))
+        if deployment is None:
+            raise NotFound(f"no deployment {namespace}/{name}")
+        return deployment
+
     def observed(self, container_id: str) -> ContainerStatus | None:
         return self._observed.get(container_id)
 

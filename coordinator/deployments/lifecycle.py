@@ -24,13 +24,11 @@ from shared.quantity import format_cpu
 class Lifecycle(Placing):
     """Containers already placed: changed, removed, released."""
 
-    async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord | None:
+    async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord:
         """Change a running container's resources by ``delta``, in place and all or
         nothing (placement spec 10): checked against its quota's max, planned on its
         node, committed, then pushed (the agent updates the limits without a restart)."""
-        record = self._containers.get(container_id)
-        if record is None:
-            return None
+        record = self._live(container_id)
         state = self._nodes[record.node]
         try:
             moved = realloc(state, container_id, delta)
@@ -48,7 +46,7 @@ class Lifecycle(Placing):
         }
         grown = msgspec.structs.replace(record, requests=requests)
         try:
-            self._admit_one(grown)
+            self._admit_change(record, grown)
         except DeployRefused as refusal:
             await self.events.record([note_for("refused", f"realloc: {refusal.message}", record)])
             raise
@@ -93,18 +91,15 @@ class Lifecycle(Placing):
         await self._apply(change)
         return [record.id for record in gone]
 
-    async def delete_container(self, container_id: str) -> ContainerRecord | None:
-        record = self._containers.get(container_id)
-        if record is None:
-            return None
+    async def delete_container(self, container_id: str) -> ContainerRecord:
+        record = self._live(container_id)
         change = Decision(notes=[note_for("deleted", "on request", record)])
         self._release(change, record)
         await self._apply(change)
         return record
 
-    async def delete_deployment(self, namespace: str, name: str) -> list[str] | None:
-        if (namespace, name) not in self._deployments:
-            return None
+    async def delete_deployment(self, namespace: str, name: str) -> list[str]:
+        self._deployment(namespace, name)
         change = Decision(removed_deployments=[(namespace, name)])
         gone = [c for c in self.containers() if (c.namespace, c.deployment) == (namespace, name)]
         for record in gone:

@@ -71,6 +71,7 @@ class Placing(PoolLink):
         now = self._clock()
         change = Decision()
         try:
+            self._check_pool_use(namespace, spec.pool or namespace)
             resources = self._normalized(spec)
             self._check_pool_limits(spec.pool or namespace, resources, spec.count)
             ids = self._place_new(change, namespace, spec, resources, now)
@@ -198,14 +199,12 @@ class Placing(PoolLink):
                 free[state.name] = free_units(record.inventory, there)
         return free
 
-    async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome | None:
+    async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome:
         """Make the deployment hold ``count`` containers in all: the new ones admitted and
         placed with AUTO beside the existing ones (whatever the deployment's strategy;
         ``nodes_limit`` still holds; one by one when they need units), or the newest
         removed first."""
-        deployment = self._deployments.get((namespace, name))
-        if deployment is None:
-            return None
+        deployment = self._deployment(namespace, name)
         spec = deployment.spec
         mine = sorted(
             (c for c in self.containers() if (c.namespace, c.deployment) == (namespace, name)),
@@ -218,6 +217,7 @@ class Placing(PoolLink):
             for record in mine:
                 existing[record.node] = existing.get(record.node, 0) + 1
             try:
+                self._check_pool_use(namespace, spec.pool or namespace)
                 resources = self._normalized(spec)
                 self._check_pool_limits(spec.pool or namespace, resources, count - len(mine))
                 more, why = count - len(mine), f", scaled to {count}"
@@ -385,12 +385,19 @@ class Placing(PoolLink):
             self._check_admission(counted, candidate, {"admitted_before_refusal": index})
             counted.append(candidate)
 
-    def _admit_one(self, record: ContainerRecord) -> None:
-        """A container's new requests against its quota's max (itself counted once)."""
-        self._check_admission(self.quota_containers(), quota_container(record), {})
+    def _admit_change(self, before: ContainerRecord, after: ContainerRecord) -> None:
+        """A container's new requests against its quota's max (itself counted once): only
+        what grows is weighed, so a change that lowers use is always admitted."""
+        counted, candidate = self.quota_containers(), quota_container(after)
+        self._check_admission(counted, candidate, {}, previous=before.requests)
 
     def _check_admission(
-        self, counted: list[QuotaContainer], candidate: QuotaContainer, extra: dict[str, object]
+        self,
+        counted: list[QuotaContainer],
+        candidate: QuotaContainer,
+        extra: dict[str, object],
+        *,
+        previous: dict[str, int | str] | None = None,
     ) -> None:
         decision = admit(
             self._quotas.all(),
@@ -398,6 +405,7 @@ class Placing(PoolLink):
             candidate,
             self._quotas.gb_per_gpu,
             share_base=self._share_base,
+            previous=previous,
         )
         if not decision.admitted:
             raise DeployRefused(

@@ -19,6 +19,7 @@ from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import ContainerRecord, HistoryEntry
 from coordinator.deployments.translate import subtree
 from coordinator.placement import Normalized
+from coordinator.pools.access import pool_access
 
 MIN_CPU_QUOTA = 1000  # microseconds: the kernel refuses a CFS quota below 1 ms
 QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less is ignored
@@ -26,6 +27,15 @@ QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less
 
 class PoolLink(Ledger):
     """Pools seen from their containers."""
+
+    def _check_pool_use(self, namespace: str, pool: str) -> None:
+        """``DeployRefused`` unless ``namespace`` may place containers in ``pool``
+        (``pools.access``): 422 ``unknown_pool``, 403 ``pool_forbidden``."""
+        refused = pool_access(self._pools.config()["pools"], namespace, pool)
+        if refused is not None:
+            status = 422 if refused.code == "unknown_pool" else 403
+            details: dict[str, object] = {"namespace": namespace, "pool": pool}
+            raise DeployRefused("pool", refused.code, refused.message, status, details)
 
     def _check_pool_limits(self, pool: str, resources: Normalized, count: int) -> None:
         """``count`` more containers of ``resources`` in ``pool`` must keep the pool and

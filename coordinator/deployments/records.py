@@ -46,7 +46,7 @@ class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     command: list[str] = []
     env: dict[str, str] = {}
     labels: dict[str, str] = {}
-    count: Annotated[int, Meta(ge=1, le=MAX_COUNT)] = 1
+    count: Annotated[int, Meta(ge=0, le=MAX_COUNT)] = 1  # 0: the name kept, nothing placed
     resources: ResourcesSpec
     cpu_bind: bool = False
     soft_memory: bool = False

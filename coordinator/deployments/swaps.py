@@ -33,13 +33,11 @@ class Swapping(Ledger):
 
     async def replace(
         self, container_id: str, image: str, command: list[str] | None
-    ) -> ContainerRecord | None:
+    ) -> ContainerRecord:
         """Start swapping in a new container with a new image (and command, if given)
         in ``container_id``'s allocation; the new record. 409 while that container is
-        already in a swap."""
-        record = self._containers.get(container_id)
-        if record is None:
-            return None
+        in a swap, as the new or the old one."""
+        record = self._live(container_id)
         if record.replaces:
             raise DeployRefused(
                 "invalid",

@@ -13,6 +13,7 @@ from coordinator.deployments.units import UnitNeed
 from coordinator.events import Note
 from coordinator.quotas import Container as QuotaContainer
 from shared.protocol import DesiredContainer, Limits
+from shared.quantity import decimal_text
 
 
 def subtree(pools: dict[str, Any], root: str) -> set[str]:
@@ -53,7 +54,7 @@ def new_id(namespace: str, deployment: str) -> str:
 def quota_requests(spec: DeploymentSpec) -> dict[str, int | str]:
     cpu = spec.resources.cpu
     wanted: dict[str, int | str] = {
-        "cpu": cpu if isinstance(cpu, str) else str(cpu),
+        "cpu": cpu if isinstance(cpu, str) else decimal_text(cpu),
         "memory": spec.resources.memory,
     }
     return wanted | unit_need(spec).quota_requests()

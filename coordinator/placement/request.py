@@ -130,23 +130,24 @@ def memory_amount(field: str, value: object) -> int:
 
 
 def _negated(value: object) -> tuple[bool, object]:
-    # (negative?, magnitude) of a signed quantity: "-0.5" -> (True, "0.5"), -2 -> (True, 2).
-    if isinstance(value, str) and value.startswith("-"):
-        return True, value[1:]
+    # (negative?, magnitude) of a signed quantity: "-0.5" -> (True, "0.5"), -2 -> (True, 2),
+    # "+32Mi" -> (False, "32Mi"): allotctl and the README write growth with a plus.
+    if isinstance(value, str) and value.startswith(("-", "+")):
+        return value[0] == "-", value[1:]
     if isinstance(value, int | float | Decimal) and not isinstance(value, bool) and value < 0:
         return True, -value
     return False, value
 
 
 def signed_cpu(value: object, *, field: str, share_base: int) -> int:
-    """A CPU delta (negative allowed: "-0.5", -1) as exact pieces. Realloc only."""
+    """A CPU delta (signed: "-0.5", "+0.5", -1) as exact pieces. Realloc only."""
     negative, magnitude = _negated(value)
     pieces = cpu_amount(field, magnitude, share_base)
     return -pieces if negative else pieces
 
 
 def signed_memory(value: object, *, field: str) -> int:
-    """A memory delta (negative allowed: "-512Mi", -1024) as bytes. Realloc and SetNode."""
+    """A memory delta (signed: "-512Mi", "+32Mi", -1024) as bytes. Realloc and SetNode."""
     negative, magnitude = _negated(value)
     amount = memory_amount(field, magnitude)
     return -amount if negative else amount

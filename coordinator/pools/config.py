@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from coordinator.pools.errors import PoolConfigError
-from shared.resource_names import resource_name_problem
+from shared.resource_names import is_rfc1123_label, resource_name_problem
 
 ROOT: Final = "<root>"
 NONE, BURST, RELAXED = "none", "burst", "relaxed"
@@ -45,6 +45,7 @@ _POOL_FIELDS = frozenset(
         "weight",
         "resource_limits",
         "integral_guarantees",
+        "namespaces",
     }
 )
 _INTEGRAL_FIELDS = frozenset(
@@ -102,6 +103,9 @@ class PoolSpec:
     burst_guarantee_resources: Amounts = field(default_factory=dict)
     multiplier: float | None = None
     multiplier_set: bool = False
+    # Namespaces opened to the pool: their deployments may name it or a pool below it
+    # (besides the namespace of the pool's own name). Not part of the fair share.
+    namespaces: tuple[str, ...] = ()
 
     @property
     def is_integral(self) -> bool:
@@ -258,6 +262,7 @@ def _pool(name: object, raw: object, settings: TreeSettings) -> PoolSpec:
         )
     strong = _amounts(name, "strong_guarantee_resources", raw.get("strong_guarantee_resources"))
     limits = _amounts(name, "resource_limits", raw.get("resource_limits"))
+    namespaces = _namespaces(name, raw.get("namespaces"))
     integral = raw.get("integral_guarantees")
     if integral is None:
         integral = {}
@@ -351,7 +356,34 @@ def _pool(name: object, raw: object, settings: TreeSettings) -> PoolSpec:
         burst_guarantee_resources=burst,
         multiplier=effective,
         multiplier_set=multiplier is not None,
+        namespaces=namespaces,
     )
+
+
+def _namespaces(pool: str, raw: object) -> tuple[str, ...]:
+    """The ``namespaces`` list (None is empty), or ``invalid_namespaces`` naming the first
+    entry that is not a namespace name. O(n)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _fail(
+            "invalid_namespaces",
+            pool,
+            f"field 'namespaces' = {raw!r}: must be a list of namespace names",
+            field="namespaces",
+            value=_plain(raw),
+        )
+    for entry in raw:
+        if not is_rfc1123_label(entry):
+            raise _fail(
+                "invalid_namespaces",
+                pool,
+                f"field 'namespaces' has {entry!r}: not a namespace name (a-z, 0-9 and '-',"
+                " starting and ending with a letter or digit, at most 63 characters)",
+                field="namespaces",
+                value=_plain(entry),
+            )
+    return tuple(dict.fromkeys(raw))
 
 
 def _depths(pools: Mapping[str, PoolSpec]) -> dict[str, int]:

@@ -28,6 +28,7 @@ CONFIG_CODES = (
     "missing_burst_guarantee",
     "burst_guarantee_on_relaxed_pool",
     "invalid_multiplier",
+    "invalid_namespaces",  # extension: the namespaces a pool is opened to
     "unknown_parent",
     "pool_cycle",
     "nested_integral_pool",

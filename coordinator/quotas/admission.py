@@ -98,9 +98,15 @@ def admit(
     gb_per_gpu: int = DEFAULT_GB_PER_GPU,
     *,
     share_base: int = DEFAULT_SHARE_BASE,
+    previous: Mapping[str, object] | None = None,
 ) -> Admission:
     """Decide on ``candidate`` (section 6) against the state ``quotas`` (a valid set) and
     ``containers`` (the whole state; a container with the candidate's key is ignored).
+
+    ``previous``: for a container already admitted whose requests change (a realloc),
+    the requests it held. The max rule then weighs only the resources it grows, so a
+    change that lowers or keeps its use is always admitted, even where a lowered max
+    leaves the quota above it.
 
     Postconditions: refused (``quota_max_exceeded``, 403) iff the max rule above fails,
     listing every exceeded resource; otherwise admitted with ``capacity`` = the label
@@ -110,12 +116,16 @@ def admit(
     ``gb_per_gpu``. O(n log n * r) for the quota's n containers.
     """
     check_gb_per_gpu(gb_per_gpu)
+    field = f"container {candidate.key} requests"
     request = parse_request(
-        candidate.requests,
-        gb_per_gpu=gb_per_gpu,
-        share_base=share_base,
-        field=f"container {candidate.key} requests",
+        candidate.requests, gb_per_gpu=gb_per_gpu, share_base=share_base, field=field
     )
+    weighed = request
+    if previous is not None:
+        held = parse_request(previous, gb_per_gpu=gb_per_gpu, share_base=share_base, field=field)
+        weighed = {
+            name: amount for name, amount in request.items() if amount > held.get(name, ZERO)
+        }
     state = snapshot(
         quotas, containers, gb_per_gpu=gb_per_gpu, share_base=share_base, exclude=candidate.key
     )
@@ -127,7 +137,7 @@ def admit(
             f"namespace {candidate.namespace!r} is unmanaged: admitted without quota checks",
         )
     used_a = state.used[quota.name]
-    exceeded = max_exceeded(quota, used_a, request)
+    exceeded = max_exceeded(quota, used_a, weighed)
     if exceeded:
         return Admission(
             False,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from shared.codec import json_decoder
 from shared.inventory import Inventory
@@ -77,16 +78,27 @@ def test_a_bad_setting_is_refused_before_anything_runs() -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_run_without_a_join_token_says_so() -> None:
+@pytest.mark.parametrize(
+    ("token", "complaint"),
+    [
+        ("", "join_token must be set: a secret of at least 16 characters"),
+        ("s3cr3t", "join_token has 6 characters; a token needs at least 16 (make one with:"),
+    ],
+    ids=["none", "short"],
+)
+def test_run_with_an_unusable_join_token_says_so_before_anything_starts(
+    token: str, complaint: str
+) -> None:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ALLOT_")}
     result = subprocess.run(
-        [AGENT, "run", "--server=http://127.0.0.1:9"],
+        [AGENT, "run", "--server=http://127.0.0.1:9", f"--join-token={token}"],
         env=environment,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert (result.returncode, result.stderr) == (
-        2,
-        "allot-agent: join_token must be set (or ALLOT_AGENT_JOIN_TOKEN)\n",
-    )
+    # the one line, first: no discovery, no log line, no connection attempt before it
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("allot-agent: " + complaint), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert "s3cr3t" not in result.stderr  # a secret, even a bad one, is never printed

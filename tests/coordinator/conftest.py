@@ -5,6 +5,7 @@ their frames with the standard ``msgpack`` package, as any peer could."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -13,7 +14,6 @@ from typing import Any
 
 import aiohttp
 import msgpack
-import msgspec
 import pytest
 from aiohttp import web
 
@@ -56,6 +56,12 @@ class Coordinator:
         assert response.status == 200, await response.text()
         return await response.json()
 
+    async def stored(self, prefix: str) -> dict[str, Any]:
+        """What the store holds under ``prefix`` right now, each value as plain JSON data:
+        for comparing with what the API answers from memory."""
+        entries = await self.app[STORE].range(prefix)
+        return {entry.key: json.loads(entry.value) for entry in entries}
+
     async def connect(
         self, *, token: str = JOIN_TOKEN, protocols: tuple[str, ...] = (SUBPROTOCOL,)
     ) -> aiohttp.ClientWebSocketResponse:
@@ -67,8 +73,7 @@ class Coordinator:
 
     async def stored_nodes(self) -> list[Any]:
         """The node records in the store, by name, as plain data."""
-        entries = await self.app[STORE].range(NODE_PREFIX)
-        return [msgspec.json.decode(entry.value) for entry in entries]
+        return list((await self.stored(NODE_PREFIX)).values())
 
     async def settled(self) -> None:
         """Wait until every agent socket has ended on the coordinator's side too: a
@@ -82,7 +87,7 @@ class Coordinator:
 
     async def assert_nodes_match_store(self) -> None:
         """The node records in memory are exactly those in the store."""
-        in_memory = [msgspec.json.decode(to_json(r)) for r in self.app[REGISTRY].all()]
+        in_memory = [json.loads(to_json(record)) for record in self.app[REGISTRY].all()]
         assert in_memory == await self.stored_nodes()
 
 

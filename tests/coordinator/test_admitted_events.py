@@ -36,6 +36,8 @@ async def test_a_deployment_and_its_scale_up_are_admitted_with_their_quota_label
 
 async def test_a_namespace_without_a_quota_is_admitted_unmanaged(cluster: Coordinator) -> None:
     ws = await register(cluster, "node-a")
+    batch = {"namespaces": [NAMESPACE]}  # a pool the namespace may use
+    assert (await call(cluster, "PUT", "/v1/pools/batch", batch))[0] == 200
     assert (await call(cluster, "POST", DEPLOYMENTS, spec(count=1, pool="batch")))[0] == 201
     (admitted,) = [e for e in await events(cluster) if e["kind"] == "admitted"]
     assert admitted["reason"] == "1 container(s) into pool batch; no quota governs the namespace"

@@ -94,6 +94,7 @@ def container_statuses() -> st.SearchStrategy[dict[str, Any]]:
             "exit_code": st.integers(min_value=0, max_value=255),
             "error": st.text(max_size=20),
             "drift": st.lists(st.sampled_from(["cpu_shares 2 -> 717"]), max_size=2),
+            "drift_at": st.floats(min_value=0, max_value=2e9),
             "replacing": st.sampled_from(["", "pending", "done", "failed"]),
             "cpu_usage": st.floats(min_value=0, max_value=64),
             "memory_usage": st.integers(min_value=0, max_value=2**40),

@@ -280,3 +280,50 @@ async def test_drift_an_agent_reports_becomes_one_event(coordinator: Coordinator
         ("node-a", "c-1", "corrected: cpu_shares 2 -> 717")
     ]
     await ws.close()
+
+
+async def test_each_correction_is_one_event_though_its_change_repeats(tmp_path: Path) -> None:
+    """The same change put back again, in one session or after the agent restarted, is a
+    new correction (a new time); a report sent again, on reconnecting or to a restarted
+    coordinator, is not. The event's time is the agent's time of the correction."""
+
+    def drifted(at: float) -> dict[str, object]:
+        return {"id": "c-1", "state": "running", "drift": ["cpu_shares 2 -> 717"], "drift_at": at}
+
+    async def times(coordinator: Coordinator) -> list[float]:
+        events = (await coordinator.get_json("/v1/events?kind=drift"))["events"]
+        assert {e["reason"] for e in events} <= {"corrected: cpu_shares 2 -> 717"}
+        return [e["at"] for e in events]
+
+    async def report(coordinator: Coordinator, at: float, expected: list[float]) -> None:
+        """Send one status as a reconnecting agent would and check the events after it."""
+        ws = await register(coordinator)
+        await ws.send_bytes(frame("status", applied_revision=1, containers=[drifted(at)]))
+        # Frames are handled in order: once this one's problem shows, the first is done.
+        sent.append(at)
+        problem = f"status {len(sent)}"
+        again = frame("status", applied_revision=1, containers=[drifted(at)], problems=[problem])
+        await ws.send_bytes(again)
+        for _ in range(100):
+            if (await coordinator.get_json("/v1/nodes/node-a"))["reason"] == problem:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError(f"the status {problem!r} was never handled")
+        await ws.close()
+        assert await times(coordinator) == expected
+
+    sent: list[float] = []
+    config = config_for(tmp_path)
+    runner, url = await start(config)
+    async with aiohttp.ClientSession() as http:
+        first = Coordinator(url=url, app=runner.app, http=http)
+        await report(first, 1000.0, expected=[1000.0])
+        await report(first, 1000.0, expected=[1000.0])  # sent again
+        await report(first, 1010.0, expected=[1000.0, 1010.0])  # put back again
+        await runner.cleanup()
+        runner, url = await start(config)
+        second = Coordinator(url=url, app=runner.app, http=http)
+        await report(second, 1010.0, expected=[1000.0, 1010.0])  # sent to a new coordinator
+        await report(second, 1020.0, expected=[1000.0, 1010.0, 1020.0])
+    await runner.cleanup()

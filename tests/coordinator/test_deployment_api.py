@@ -218,7 +218,8 @@ async def test_deployments_and_their_nodes_desired_state_survive_a_restart(
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [
-        (spec(count=0), 400, "invalid_request"),
+        (spec(count=-1), 400, "invalid_request"),
+        (spec(count=1001), 400, "invalid_request"),
         (spec(colour="red"), 400, "invalid_request"),
         (spec(name="Web!"), 400, "invalid_request"),
         (spec(resources={"cpu": "lots"}), 422, "invalid_request"),

@@ -42,3 +42,13 @@ async def test_the_oldest_events_are_deleted_once_the_log_is_full(tmp_path: Path
     kept = log.events()
     assert (len(kept), kept[0].sequence, kept[-1].sequence) == (KEEP, 3, KEEP + 2)
     await store.close()
+
+
+async def test_an_event_can_carry_the_time_it_happened(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    log = await EventLog.load(store, clock=at)
+    await log.record([Note("drift", "corrected: cpu_shares 2 -> 717", at=42.5), Note("lost", "x")])
+    assert [(e.kind, e.at) for e in log.events()] == [("drift", 42.5), ("lost", 100.0)]
+    again = await EventLog.load(store, clock=at)
+    assert again.events() == log.events()
+    await store.close()

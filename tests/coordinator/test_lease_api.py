@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,21 +11,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from coordinator.leases import Algorithm, Kind, ResourceTemplate
+from coordinator.leases import Kind
 from tests.coordinator.conftest import API_TOKEN, Coordinator, config_for, start
-
-CAPACITY = 120.0
-
-
-def template(
-    glob: str, kind: Kind, capacity: float = CAPACITY, **algorithm: Any
-) -> ResourceTemplate:
-    settings: dict[str, Any] = {"lease_length": 60, "refresh_interval": 5} | algorithm
-    settings.setdefault("learning_mode_duration", 0)
-    return ResourceTemplate(
-        identifier_glob=glob, capacity=capacity, algorithm=Algorithm(kind=kind, **settings)
-    )
-
+from tests.coordinator.lease_http import CAPACITY, LeaseApi, template
 
 TEMPLATES = [
     template("none", Kind.NO_ALGORITHM),
@@ -36,43 +23,6 @@ TEMPLATES = [
     template("short", Kind.FAIR_SHARE, lease_length=1, refresh_interval=1),
     template("db-*", Kind.FAIR_SHARE, capacity=10),
 ]
-
-
-class LeaseApi:
-    def __init__(self, coordinator: Coordinator) -> None:
-        self.coordinator = coordinator
-
-    async def post(self, path: str, body: object) -> aiohttp.ClientResponse:
-        """POST ``body``: JSON from a value, or sent as it is from bytes."""
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return await self.coordinator.http.post(
-            self.coordinator.url + path,
-            data=data,
-            headers={"Authorization": f"Bearer {API_TOKEN}", "Content-Type": "application/json"},
-        )
-
-    async def ask(self, client: str, resource: str, wants: float, **extra: Any) -> dict[str, Any]:
-        body = {
-            "client_id": client,
-            "resources": [{"resource_id": resource, "wants": wants} | extra],
-        }
-        response = await self.post("/v1/capacity", body)
-        assert response.status == 200, await response.text()
-        answer: dict[str, Any] = (await response.json())["resources"][0]
-        return answer
-
-    async def grant(self, client: str, resource: str, wants: float, **extra: Any) -> float:
-        capacity: float = (await self.ask(client, resource, wants, **extra))["gets"]["capacity"]
-        return capacity
-
-    async def status(self, resource: str) -> dict[str, Any]:
-        status: dict[str, Any] = await self.coordinator.get_json(f"/v1/resources/{resource}/status")
-        return status
-
-    async def leases(self, resource: str) -> list[dict[str, Any]]:
-        body = await self.coordinator.get_json(f"/v1/resources/{resource}/leases")
-        leases: list[dict[str, Any]] = body["leases"]
-        return leases
 
 
 @pytest.fixture

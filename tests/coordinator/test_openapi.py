@@ -355,6 +355,13 @@ async def test_live_answers_match_the_documented_schemas(cluster: Coordinator) -
     await call("GET", "/v1/resources/{id}/status", 200, at={"id": "db.write"})
     await call("GET", "/v1/resources/{id}/leases", 200, at={"id": "db.write"})
     await call("POST", "/v1/capacity/release", 200, ex.RELEASE_REQUEST)
+    foreign = ex.CAPACITY_REQUEST | {"namespace": "team-b"}
+    await call("POST", "/v1/capacity", 403, foreign, token=NAMESPACE_TOKEN)
+    await call("POST", "/v1/capacity", 200, ex.CAPACITY_REQUEST, token=NAMESPACE_TOKEN)
+    leases = {"id": "db.write"}
+    await call("GET", "/v1/resources/{id}/leases", 200, at=leases, token=NAMESPACE_TOKEN)
+    await call("POST", "/v1/capacity/release", 403, ex.RELEASE_FOR_NAMESPACE, token=NAMESPACE_TOKEN)
+    await call("POST", "/v1/capacity/release", 200, ex.RELEASE_FOR_NAMESPACE)
 
     await call("POST", "/v1/plans", 200, ex.PLAN_REQUEST)
     await call("POST", "/v1/plans", 200, ex.PLAN_ON_REGISTERED)

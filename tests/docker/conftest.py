@@ -7,6 +7,7 @@ it with ALLOT_SKIP_DOCKER_TESTS=1.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -47,3 +48,11 @@ def node(docker_client: docker.DockerClient) -> Iterator[str]:
     yield name
     for found in docker_client.api.containers(all=True, filters={"label": [f"allot.node={name}"]}):
         docker_client.api.remove_container(found["Id"], force=True)
+
+
+@pytest.fixture
+def runtime_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """The agent runtime's log lines from INFO up, for ``runtimes.logged``."""
+    logging.getLogger("allot").propagate = True
+    caplog.set_level(logging.INFO, logger="allot.agent.runtime")
+    return caplog

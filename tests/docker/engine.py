@@ -43,7 +43,7 @@ class EngineControl:
         self._argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
         os.kill(pid, 15)
         deadline = time.monotonic() + WAIT_SECONDS
-        while Path(f"/proc/{pid}").exists():
+        while _alive(pid):
             if time.monotonic() > deadline:
                 raise AssertionError(f"dockerd {pid} did not stop within {WAIT_SECONDS:g}s")
             time.sleep(0.1)
@@ -83,4 +83,14 @@ def _systemd_runs_docker() -> bool:
 
 def _dockerd_pids() -> list[int]:
     found = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True, check=False)
-    return [int(pid) for pid in found.stdout.split()]
+    return [int(pid) for pid in found.stdout.split() if _alive(int(pid))]
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and has not exited. An engine that another test run started
+    and then stopped stays a zombie until that run reaps it; it is not the engine."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # the state follows "(name)"

@@ -17,6 +17,7 @@ from typing import Any
 
 import docker
 import msgspec
+import pytest
 
 from agent.discovery.inventory import discover
 from agent.runtime.docker_engine import DockerEngine
@@ -24,7 +25,9 @@ from agent.runtime.labels import node_filter
 from agent.runtime.plan import Host
 from agent.runtime.reconciler import Runtime, RuntimeOptions
 from shared.cpuset import CpuSet
+from shared.logs import fields_of
 from shared.protocol import ContainerStatus, DesiredContainer, Limits
+from tests.docker.cgroups import cgroup_settings
 from tests.docker.conftest import IMAGE
 from tests.polling import eventually
 
@@ -75,6 +78,7 @@ async def running_runtime(
     options = RuntimeOptions(
         node=node,
         state_path=tmp_path / f"agent-{node}.json",
+        applied_path=tmp_path / f"applied-{node}.json",
         resync_seconds=resync_seconds,
         stop_timeout_seconds=1,
     )
@@ -129,6 +133,27 @@ def limits_in(attrs: dict[str, Any]) -> Limits:
     )
 
 
+def assert_enforced(
+    client: docker.DockerClient, node: str, runtime: Runtime, expected: dict[str, Limits]
+) -> None:
+    """Docker holds and the kernel enforces exactly ``expected`` (canonical form)."""
+    host = runtime.host
+    found = managed(client, node)
+    assert sorted(found) == sorted(expected)
+    for container_id, limits in expected.items():
+        attrs = found[container_id]
+        assert attrs["State"]["Status"] == "running", container_id
+        want = host.settings(limits)
+        assert host.settings(limits_in(attrs)) == want, container_id
+        assert cgroup_settings(attrs["State"]["Pid"]) == want, container_id
+        assert host.settings(status_of(runtime, container_id).limits) == want, container_id
+
+
 def remove_all(client: docker.DockerClient, node: str) -> None:
     for found in client.api.containers(all=True, filters=node_filter(node)):
         client.api.remove_container(found["Id"], force=True)
+
+
+def logged(caplog: pytest.LogCaptureFixture, message: str) -> list[dict[str, object]]:
+    """The key=value fields of each line logged with ``message`` (see ``runtime_log``)."""
+    return [dict(fields_of(r)) for r in caplog.records if r.getMessage() == message]

@@ -110,6 +110,43 @@ async def test_a_killed_agent_adopts_its_containers_and_restarts_none(
     assert "limits updated" not in restarted_log
 
 
+async def test_drift_made_while_the_agent_was_down_is_put_back_and_reported(
+    docker_client: docker.DockerClient,
+    node: str,
+    tmp_path: Path,
+    coordinator: tuple[ScriptedCoordinator, str],
+    agents: list[Service],
+) -> None:
+    scripted, url = coordinator
+    scripted.want(1, desired(2))
+    agent = start_agent(tmp_path, url, node, agents)
+    await eventually(lambda: running_all(scripted, 1, 2), within=30)
+    agent.kill9()
+    held = managed(docker_client, node)
+    docker_client.api.update_container(held["svc-0"]["Id"], cpu_shares=2)
+    docker_client.api.remove_container(held["svc-1"]["Id"], force=True)
+    offset = len(agent.text())
+    start_agent(tmp_path, url, node, agents)
+
+    def drift() -> dict[str, list[str]]:
+        return {c["id"]: c["drift"] for c in scripted.last_status().get("containers", [])}
+
+    await eventually(lambda: all(drift().get(f"svc-{i}") for i in range(2)), within=30)
+    assert drift() == {
+        "svc-0": ["cpu_shares 2 -> 512"],
+        "svc-1": ["recreated (removed outside allot)"],
+    }
+    found = managed(docker_client, node)
+    assert limits_in(found["svc-0"]).cpu_shares == 512
+    assert found["svc-0"]["Id"] == held["svc-0"]["Id"]  # put back in place
+    assert limits_in(found["svc-1"]) == limits_in(held["svc-1"])
+    restarted_log = agent.text()[offset:]
+    assert 'drift corrected id=svc-0 cpu_shares="2 -> 512"' in restarted_log
+    assert 'container recreated id=svc-1 reason="removed outside allot"' in restarted_log
+    text = await agent_status(f"--state-dir={tmp_path}", f"--node-name={node}")
+    assert "drift: recreated (removed outside allot)" in text
+
+
 async def test_allot_agent_status_shows_what_the_agent_manages(
     node: str,
     tmp_path: Path,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,16 +17,14 @@ import pytest
 import requests
 
 from agent.discovery.gpu import probe_gpus
-from agent.runtime.reconciler import Runtime
-from shared.logs import fields_of
 from shared.protocol import Limits
-from tests.docker.cgroups import cgroup_settings
 from tests.docker.conftest import IMAGE
 from tests.docker.runtimes import (
     applied,
+    assert_enforced,
     container,
     cpus,
-    limits_in,
+    logged,
     managed,
     memory_limits,
     running_runtime,
@@ -40,17 +37,6 @@ from tests.polling import eventually
 
 pytestmark = pytest.mark.docker
 HIGH, LOW = str(cpus()[-1]), str(cpus()[0])
-
-
-@pytest.fixture
-def runtime_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    logging.getLogger("allot").propagate = True
-    caplog.set_level(logging.INFO, logger="allot.agent.runtime")
-    return caplog
-
-
-def logged(caplog: pytest.LogCaptureFixture, message: str) -> list[dict[str, object]]:
-    return [dict(fields_of(r)) for r in caplog.records if r.getMessage() == message]
 
 
 def three_containers() -> list[Any]:
@@ -69,22 +55,6 @@ def three_enforced(pool: str = LOW if HIGH != LOW else HIGH) -> dict[str, Limits
         "bound-b": memory_limits(HIGH, shares=307, mib=32),
         "pooled-c": memory_limits(pool, mib=48, cpu_quota=50_000),
     }
-
-
-def assert_enforced(
-    client: docker.DockerClient, node: str, runtime: Runtime, expected: dict[str, Limits]
-) -> None:
-    """Docker holds and the kernel enforces exactly ``expected`` (canonical form)."""
-    host = runtime.host
-    found = managed(client, node)
-    assert sorted(found) == sorted(expected)
-    for container_id, limits in expected.items():
-        attrs = found[container_id]
-        assert attrs["State"]["Status"] == "running", container_id
-        want = host.settings(limits)
-        assert host.settings(limits_in(attrs)) == want, container_id
-        assert cgroup_settings(attrs["State"]["Pid"]) == want, container_id
-        assert host.settings(status_of(runtime, container_id).limits) == want, container_id
 
 
 async def test_a_desired_state_is_created_with_every_limit(

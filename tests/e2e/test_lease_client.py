@@ -1,5 +1,6 @@
-"""The lease client library against a real coordinator process that goes away and
-comes back: the grant, the fall-back to safe capacity, and the recovery."""
+"""The lease client library against a real coordinator process: the grant, the fall-back
+to safe capacity while the coordinator is away, and the recovery; clients of one id in
+two namespaces."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.lease_client import LeaseClient
+from shared.lease_client import LeaseClient, LeaseError
 from shared.rate_limiter import RateLimiter
-from tests.e2e.processes import API_TOKEN, Service
+from tests.e2e.processes import API_TOKEN, Service, api
 from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
@@ -69,3 +70,57 @@ async def test_the_client_uses_safe_capacity_while_the_coordinator_is_away(
     finally:
         if first.process is not None and first.process.poll() is None:
             first.kill9()
+
+
+TEAM_A_TOKEN = "e2e-team-a-token-0123456789abcdef"
+NAMESPACE_TOKENS = f"""
+[[namespace_tokens]]
+token = "{TEAM_A_TOKEN}"
+namespaces = ["team-a"]
+"""
+
+
+def web_7(server: str, token: str, namespace: str | None = None) -> LeaseClient:
+    """A client "web-7" that waits long enough for answers on a loaded machine, so that a
+    refusal reaches its caller."""
+    return LeaseClient(
+        server,
+        token=token,
+        client_id="web-7",
+        namespace=namespace,
+        min_refresh_interval=0.2,
+        answer_wait=5.0,
+    )
+
+
+def lease_holders(server: str) -> dict[tuple[str, str], float]:
+    """(namespace, client id) -> has, of db.write, as the admin sees them."""
+    leases = api(server, "/v1/resources/db.write/leases")["leases"]
+    return {(lease["namespace"], lease["client_id"]): lease["has"] for lease in leases}
+
+
+async def test_one_client_id_in_two_namespaces_holds_two_leases(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    coordinator = Service.coordinator(tmp_path, toml=TEMPLATES + NAMESPACE_TOKENS).start()
+    services.append(coordinator)
+    server = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
+    team_a = web_7(server, TEAM_A_TOKEN)  # its only namespace
+    team_b = web_7(server, API_TOKEN, namespace="team-b")  # an admin, for team-b
+    try:
+        a_writes = await team_a.resource("db.write", 70)
+        b_writes = await team_b.resource("db.write", 70)
+        await eventually(lambda: (a_writes.capacity, b_writes.capacity) == (50, 50))
+        assert lease_holders(server) == {("team-a", "web-7"): 50, ("team-b", "web-7"): 50}
+
+        intruder = web_7(server, TEAM_A_TOKEN, namespace="team-b")
+        with pytest.raises(LeaseError) as refused:
+            await intruder.resource("db.write", 100)
+        await intruder.close()
+        assert (refused.value.status, refused.value.code) == (403, "forbidden")
+
+        await team_a.close()
+        assert lease_holders(server) == {("team-b", "web-7"): 50}
+    finally:
+        await team_a.close()
+        await team_b.close()

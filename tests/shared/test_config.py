@@ -362,10 +362,10 @@ def test_coordinator_default_store_path() -> None:
 @pytest.mark.parametrize(
     ("env", "complaint"),
     [
-        ({"join_token": ""}, "join_token must be set, at least 16 characters"),
-        ({"join_token": "j" * 15}, "join_token must be set, at least 16 characters"),
+        ({"join_token": ""}, "join_token must be set: a secret of at least 16 characters"),
+        ({"join_token": "j" * 15}, "join_token has 15 characters; a token needs at least 16"),
         ({"api_tokens": ""}, "api_tokens must name at least one token"),
-        ({"api_tokens": f"{TOKEN},short"}, "api_tokens at positions [1] are shorter than 16"),
+        ({"api_tokens": f"{TOKEN},short"}, "api_tokens[1] has 5 characters; a token needs at"),
         (
             {"heartbeat_seconds": "15"},
             "heartbeat_seconds (15) must be shorter than lease_seconds (15)",
@@ -458,10 +458,10 @@ def _entry(token: str = NAMESPACE_TOKEN, namespaces: str = '["team-a"]') -> str:
 @pytest.mark.parametrize(
     ("toml", "complaint"),
     [
-        (_entry(token="n" * 15), "namespace_tokens[0]: token is shorter than 16 characters"),
+        (_entry(token="n" * 15), "namespace_tokens[0].token has 15 characters; a token needs"),
         (
             _entry() + _entry(token="", namespaces='["x"]'),
-            "namespace_tokens[1]: token is shorter than 16 characters",
+            "namespace_tokens[1].token must be set: a secret of at least 16 characters",
         ),
         (_entry(namespaces="[]"), "namespace_tokens[0]: namespaces must name at least one"),
         (

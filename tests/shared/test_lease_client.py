@@ -75,6 +75,37 @@ def test_each_client_gets_its_own_host_pid_hex_id() -> None:
     assert form.match(second.client_id)
 
 
+@pytest.mark.parametrize("namespace", ["Team-A", "", "team/a", "team-a\n", "a" * 64])
+def test_a_namespace_that_is_no_rfc1123_label_is_refused(namespace: str) -> None:
+    with pytest.raises(ValueError, match="namespace must be an RFC 1123 label"):
+        LeaseClient("http://127.0.0.1:1", token=TOKEN, namespace=namespace)
+
+
+async def test_the_namespace_goes_with_every_request(server: LeaseServer) -> None:
+    async with connect(server.url, client_id="web-7", namespace="team-a") as client:
+        kept = await client.resource("a", 1)
+        released = await client.resource("b", 2)
+        await released.release()
+        await kept.ask(3)
+
+    assert [r.body["resource_ids"] for r in server.releases()] == [["b"], ["a"]]  # a: on close
+    assert len(server.capacity_requests()) >= 3
+    assert {(r.body["client_id"], r.body["namespace"]) for r in server.received} == {
+        ("web-7", "team-a")
+    }
+
+
+async def test_without_a_namespace_no_request_names_one(server: LeaseServer) -> None:
+    async with connect(server.url) as client:
+        assert client.namespace is None
+        handle = await client.resource("a", 1)
+        await handle.release()
+        await client.resource("b", 1)
+
+    assert len(server.received) == 4  # a, release a, b; release b on close
+    assert all("namespace" not in r.body for r in server.received)
+
+
 # --- requests ----------------------------------------------------------------------------
 
 

@@ -303,6 +303,7 @@ def test_our_frame_read_by_plain_msgpack() -> None:
         "revision": 0,
         "started_at": "",
         "drift": [],
+        "drift_at": 0.0,
         "replacing": "",
         "cpu_usage": None,
         "memory_usage": None,

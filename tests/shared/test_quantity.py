@@ -10,8 +10,12 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from shared.quantity import (
+    MAX_BYTES,
+    MAX_CORES,
+    MAX_UNITS,
     Number,
     QuantityError,
+    decimal_text,
     format_cpu,
     format_memory,
     format_memory_approx,
@@ -97,21 +101,42 @@ def test_accepted_value_parses_exactly(parse: Parser, value: Number, expected: i
     assert type(result) is int
 
 
-def test_huge_memory_stays_exact() -> None:
-    digits = 123456789012345678901234567890
-    assert parse_memory(f"{digits}Ti") == digits * 1024**4
+def test_the_largest_amounts_stay_exact() -> None:
+    assert parse_memory(f"{MAX_BYTES // 1024**4}Ti") == MAX_BYTES
+    assert parse_cpu(f"{MAX_CORES - 1}.99") == MAX_CORES * 100 - 1
+    assert parse_count("units", str(MAX_UNITS)) == MAX_UNITS
 
 
-def test_huge_fractional_memory_is_not_rounded_to_28_digits() -> None:
-    # 31 significant digits, then ".5" of a kibibyte: exactly 512 extra bytes.
-    assert parse_memory("1234567890123456789012345678901.5Ki") == (
-        1234567890123456789012345678901 * 1024 + 512
-    )
+def test_many_digits_are_not_rounded_to_28() -> None:
+    # 31 significant digits: a Decimal rounded to 28 would drop the final 5 and call it
+    # a whole number of bytes.
+    with pytest.raises(QuantityError, match="whole number of bytes"):
+        parse_memory("1234567890123456.000000000000005Ki")
+    assert parse_memory("1234567890123456.000000000000000Ki") == 1234567890123456 * 1024
 
 
-def test_huge_cpu_stays_exact() -> None:
-    digits = 98765432109876543210987654321
-    assert parse_cpu(f"{digits}.01") == digits * 100 + 1
+@pytest.mark.parametrize(
+    ("parse", "value", "unit"),
+    [
+        (parse_cpu, MAX_CORES + 1, "cores"),
+        (parse_cpu, 3.8e16, "cores"),
+        (parse_cpu, f"{MAX_CORES}.01", "cores"),
+        (parse_cpu, f"{MAX_CORES * 1000 + 1}m", "cores"),
+        (parse_memory, MAX_BYTES + 1, "bytes"),
+        (parse_memory, "9999999Ti", "bytes"),
+        (parse_gpu_memory, MAX_UNITS + 1, "GB"),
+    ],
+    ids=["cores", "float-cores", "fraction", "millicores", "bytes", "Ti", "gb"],
+)
+def test_an_amount_above_the_largest_is_refused(parse: Parser, value: Number, unit: str) -> None:
+    with pytest.raises(QuantityError, match=f"above the largest amount allot takes, .* {unit}"):
+        parse(value)
+
+
+def test_a_long_text_is_refused_without_echoing_all_of_it() -> None:
+    with pytest.raises(QuantityError, match="is not cores") as raised:
+        parse_cpu("1" * 100_000)
+    assert len(str(raised.value)) < 200
 
 
 def test_share_base_below_one_is_a_programming_error() -> None:
@@ -297,7 +322,9 @@ def test_format_memory_approx(amount: int, expected: str) -> None:
 
 
 @settings(max_examples=300)
-@given(pieces=st.integers(min_value=0), share_base=st.sampled_from(SHARE_BASES))
+@given(
+    pieces=st.integers(min_value=0, max_value=MAX_CORES), share_base=st.sampled_from(SHARE_BASES)
+)
 def test_format_cpu_round_trips(pieces: int, share_base: int) -> None:
     text = format_cpu(pieces, share_base=share_base)
     assume("/" not in text)  # the "p/q" form is not meant to be parsed back
@@ -329,20 +356,27 @@ def test_format_cpu_is_exact_for_any_share_base(pieces: int, share_base: int) ->
 
 
 @settings(max_examples=300)
-@given(st.integers(min_value=0))
+@given(st.integers(min_value=0, max_value=MAX_BYTES))
 def test_format_memory_round_trips(amount: int) -> None:
     assert parse_memory(format_memory(amount)) == amount
 
 
 @settings(max_examples=300)
-@given(n=st.integers(min_value=0), suffix=st.sampled_from(sorted(MEMORY_MULTIPLIERS)))
+@given(
+    n=st.integers(min_value=0, max_value=2**64), suffix=st.sampled_from(sorted(MEMORY_MULTIPLIERS))
+)
 def test_memory_suffix_multiplies_exactly(n: int, suffix: str) -> None:
-    assert parse_memory(f"{n}{suffix}") == n * MEMORY_MULTIPLIERS[suffix]
+    amount = n * MEMORY_MULTIPLIERS[suffix]
+    if amount > MAX_BYTES:
+        with pytest.raises(QuantityError, match="above the largest"):
+            parse_memory(f"{n}{suffix}")
+    else:
+        assert parse_memory(f"{n}{suffix}") == amount
 
 
 @settings(max_examples=300)
 @given(
-    whole=st.integers(min_value=0, max_value=10**40),
+    whole=st.integers(min_value=0, max_value=MAX_CORES - 1),
     frac=st.integers(min_value=0, max_value=99),
     width=st.sampled_from((1, 2)),
 )
@@ -355,7 +389,7 @@ def test_cpu_decimal_equals_integer_arithmetic(whole: int, frac: int, width: int
 
 @settings(max_examples=200)
 @given(
-    whole=st.integers(min_value=0, max_value=10**30),
+    whole=st.integers(min_value=0, max_value=MAX_CORES - 1),
     frac=st.integers(min_value=1, max_value=999),
 )
 def test_cpu_thousandths_need_a_fine_enough_share_base(whole: int, frac: int) -> None:
@@ -369,7 +403,7 @@ def test_cpu_thousandths_need_a_fine_enough_share_base(whole: int, frac: int) ->
 
 
 @settings(max_examples=200)
-@given(st.integers(min_value=0, max_value=10**30))
+@given(st.integers(min_value=0, max_value=MAX_CORES * 1000))
 def test_millicores_are_thousandths_of_a_core(milli: int) -> None:
     assert parse_cpu(f"{milli}m", share_base=1000) == milli
     if milli % 10:
@@ -385,3 +419,12 @@ def test_any_negative_int_is_refused(value: int) -> None:
     for parse in (parse_cpu, parse_memory, parse_gpu_memory, count_of("widgets")):
         with pytest.raises(QuantityError, match="negative"):
             parse(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(3.8e16, "38000000000000000"), (0.5, "0.5"), (1e-05, "0.00001"), (2, "2"), (1.7, "1.7")],
+)
+def test_decimal_text_is_what_the_json_number_said(value: int | float, text: str) -> None:
+    assert decimal_text(value) == text
+    assert Decimal(text) == Decimal(repr(value))

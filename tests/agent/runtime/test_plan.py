@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from agent.runtime.labels import spec_digest
 from agent.runtime.plan import (
+    REMOVED_OUTSIDE,
     Action,
     Create,
     Host,
@@ -322,14 +323,7 @@ def test_a_container_whose_limits_changed_is_updated_in_place() -> None:
     assert plan(by_id(wanted), [running], {}, HOST) == [
         Work(
             "c1",
-            (
-                Update(
-                    "d5",
-                    target,
-                    {"cpuset_cpus": "0-3 -> 0-1", "mem_limit": "1Gi -> 2Gi"},
-                    drift=False,
-                ),
-            ),
+            (Update("d5", target, {"cpuset_cpus": "0-3 -> 0-1", "mem_limit": "1Gi -> 2Gi"}),),
         )
     ]
 
@@ -355,7 +349,9 @@ def test_an_update_is_drift_when_the_agent_had_applied_the_target() -> None:
     target = HOST.settings(wanted.limits)
     hand_changed = observed(wanted, limits=Limits(cpu_shares=2))
     (work,) = plan(by_id(wanted), [hand_changed], {"c1": target}, HOST)
-    assert work.actions == (Update("d1", target, {"cpu_shares": "2 -> 717"}, drift=True),)
+    change = {"cpu_shares": "2 -> 717"}
+    assert work.actions == (Update("d1", target, change, drift=change),)
+    assert work.drift == ("cpu_shares 2 -> 717",)
 
 
 @pytest.mark.parametrize(
@@ -372,24 +368,8 @@ def test_an_update_to_a_new_desired_value_is_not_drift(applied: dict[str, Settin
     (work,) = plan(by_id(wanted), [observed(wanted, limits=Limits(cpu_shares=2))], applied, HOST)
     (update,) = work.actions
     assert isinstance(update, Update)
-    assert update.drift is False
-
-
-@pytest.mark.parametrize(
-    ("before", "field"),
-    [
-        (Limits(mem_limit=GiB), "mem_limit"),
-        (Limits(mem_limit=GiB, memswap_limit=GiB), "mem_limit, memswap_limit"),
-        (Limits(mem_reservation=GiB), "mem_reservation"),
-    ],
-)
-def test_removing_a_memory_limit_in_place_is_reported_not_updated(
-    before: Limits, field: str
-) -> None:
-    wanted = desired(limits=Limits(cpu_shares=512))
-    (work,) = plan(by_id(wanted), [observed(wanted, limits=before)], {}, HOST)
-    assert work.actions == ()
-    assert work.problem == f"cannot remove {field} in place; the container keeps it"
+    assert update.drift == {}
+    assert work.drift == ()
 
 
 def test_removing_swap_while_keeping_the_memory_limit_is_reported() -> None:
@@ -408,12 +388,13 @@ def test_setting_or_moving_a_memory_limit_is_an_update() -> None:
         assert work.problem == ""
 
 
-def test_a_container_that_keeps_its_memory_limit_is_still_started() -> None:
-    wanted = desired()
-    stuck = observed(wanted, state="created", limits=Limits(mem_limit=GiB))
+def test_a_container_that_keeps_its_swap_limit_is_still_started() -> None:
+    wanted = desired(limits=Limits(mem_limit=GiB))
+    before = Limits(mem_limit=GiB, memswap_limit=2 * GiB)
+    stuck = observed(wanted, state="created", limits=before)
     (work,) = plan(by_id(wanted), [stuck], {}, HOST)
     assert work.actions == (Start("d1", "never started"),)
-    assert work.problem.startswith("cannot remove mem_limit in place")
+    assert work.problem.startswith("cannot remove memswap_limit in place")
 
 
 def test_an_update_comes_before_the_start() -> None:
@@ -904,6 +885,10 @@ def test_the_plan_touches_only_observed_containers_and_creates_only_desired_ones
                 assert action.container == scene.desired[one.id]
                 assert action.settings == targets[one.id]
                 assert refusal(action.container, scene.host) == ""
+                if action.recreated == REMOVED_OUTSIDE:
+                    assert one.id in scene.applied
+                    assert all(container.id != one.id for container in live.values())
+                    assert one.drift == (f"recreated ({REMOVED_OUTSIDE})",)
             else:
                 assert action.docker_id in live
                 assert live[action.docker_id].id == one.id
@@ -911,7 +896,20 @@ def test_the_plan_touches_only_observed_containers_and_creates_only_desired_ones
                 current = scene.host.settings(live[action.docker_id].limits)
                 assert action.settings == targets[one.id]
                 assert action.changes == targets[one.id].changes_from(current) != {}
-                assert action.drift == (scene.applied.get(one.id) == targets[one.id])
+                applied = scene.applied.get(one.id)
+                assert action.drift == {
+                    name: change
+                    for name, change in action.changes.items()
+                    if applied is not None
+                    and getattr(applied, name) == getattr(targets[one.id], name)
+                }
+                assert one.drift == tuple(f"{k} {v}" for k, v in action.drift.items())
+        if one.drift:  # only a correction carries notes
+            assert any(
+                (isinstance(action, Update) and action.drift)
+                or (isinstance(action, Create) and action.recreated)
+                for action in one.actions
+            )
     removed = [a.docker_id for a in actions(work) if isinstance(a, Remove)]
     assert len(removed) == len(set(removed))
     for container_id in {c.id for c in live.values()} - scene.desired.keys():

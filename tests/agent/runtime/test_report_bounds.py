@@ -17,7 +17,10 @@ def test_node_problems_are_clipped_to_what_a_status_may_carry() -> None:
     problems = ["p" * (MAX_MESSAGE * 3), *(f"problem {i}" for i in range(MAX_MESSAGES * 2))]
     engine = DockerEngine.connect(node="n1", base_url="unix:///nonexistent/docker.sock", timeout=1)
     options = RuntimeOptions(
-        node="n1", state_path=Path("/nonexistent/agent.json"), node_problems=problems
+        node="n1",
+        state_path=Path("/nonexistent/agent.json"),
+        applied_path=Path("/nonexistent/applied.json"),
+        node_problems=problems,
     )
     report = Runtime(engine, Host.of(make_inventory()), options).report()
     assert len(report.problems) == MAX_MESSAGES

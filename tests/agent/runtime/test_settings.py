@@ -23,7 +23,6 @@ from tests.agent.runtime.reported import limits_of
 
 ONLINE = CpuSet.parse("0-3")
 MEMORY_NODES = CpuSet([0])
-MEMORY_FIELDS = ("mem_limit", "memswap_limit", "mem_reservation")
 FIELD_NAMES = tuple(field.name for field in fields(Settings))
 GiB = 2**30
 MiB = 2**20
@@ -197,16 +196,31 @@ def test_adding_a_memory_limit_shows_its_swap_too() -> None:
     assert after.changes_from(before) == {"mem_limit": "0 -> 1Gi", "memswap_limit": "0 -> 2Gi"}
 
 
-@pytest.mark.parametrize("field", MEMORY_FIELDS)
-def test_removing_a_memory_field_cannot_be_done_in_place(field: str) -> None:
-    limited: dict[str, Any] = {field: GiB}
+@pytest.mark.parametrize(
+    ("limited", "fields"),
+    [
+        ({"mem_limit": GiB}, ["mem_limit"]),
+        ({"mem_limit": GiB, "memswap_limit": 2 * GiB}, ["mem_limit", "memswap_limit"]),
+        ({"mem_limit": GiB, "memswap_limit": -1}, ["mem_limit", "memswap_limit"]),
+        (
+            {"mem_limit": GiB, "memswap_limit": GiB, "mem_reservation": MiB},
+            ["mem_limit", "memswap_limit"],
+        ),
+    ],
+    ids=["limit", "limit-and-swap", "limit-and-unlimited-swap", "limit-swap-and-reservation"],
+)
+def test_a_memory_limit_is_removed_only_by_making_the_container_anew(
+    limited: dict[str, Any], fields: list[str]
+) -> None:
     before = replace(BASE, **limited)
-    assert BASE.unsettable_from(before) == [field]
+    assert BASE.removed_only_by_recreating(before) == fields
+    assert BASE.unsettable_from(before) == []
 
 
-def test_removing_every_memory_field_lists_them_in_order() -> None:
-    before = replace(BASE, mem_limit=GiB, memswap_limit=2 * GiB, mem_reservation=MiB)
-    assert BASE.unsettable_from(before) == ["mem_limit", "memswap_limit", "mem_reservation"]
+def test_a_memory_reservation_is_removed_in_place() -> None:
+    before = replace(BASE, mem_reservation=MiB)
+    assert BASE.removed_only_by_recreating(before) == []
+    assert BASE.unsettable_from(before) == []
 
 
 def test_removing_unlimited_swap_cannot_be_done_in_place() -> None:
@@ -230,6 +244,7 @@ def test_removing_unlimited_swap_cannot_be_done_in_place() -> None:
 )
 def test_setting_moving_or_cpu_changes_are_settable(before: Limits, after: Limits) -> None:
     assert canonical(after).unsettable_from(canonical(before)) == []
+    assert canonical(after).removed_only_by_recreating(canonical(before)) == []
 
 
 @pytest.mark.parametrize(
@@ -297,9 +312,13 @@ def test_changes_name_exactly_the_differing_fields(first: Limits, second: Limits
         old, new = text.split(" -> ")
         assert old != new, name
     blocked = after.unsettable_from(before)
-    assert set(blocked) <= set(MEMORY_FIELDS)
+    assert blocked in ([], ["memswap_limit"])
     assert set(blocked) <= set(changes)
     assert all(getattr(before, name) != 0 and getattr(after, name) == 0 for name in blocked)
+    anew = after.removed_only_by_recreating(before)
+    assert set(anew) <= {"mem_limit", "memswap_limit"} & set(changes)
+    assert bool(anew) == (before.mem_limit != 0 and after.mem_limit == 0)
+    assert not (anew and blocked)
 
 
 @settings(max_examples=200)

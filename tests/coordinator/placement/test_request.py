@@ -217,8 +217,8 @@ def test_request_is_request_and_limit() -> None:
 
 @pytest.mark.parametrize(
     ("value", "pieces"),
-    [("-0.5", -50), ("0.5", 50), (-1, -100), (1.5, 150), ("0", 0)],
-    ids=["neg-str", "pos-str", "neg-int", "float", "zero"],
+    [("-0.5", -50), ("0.5", 50), ("+0.5", 50), (-1, -100), (1.5, 150), ("0", 0)],
+    ids=["neg-str", "pos-str", "plus-str", "neg-int", "float", "zero"],
 )
 def test_signed_cpu(value: object, pieces: int) -> None:
     assert signed_cpu(value, field="cpu", share_base=100) == pieces
@@ -226,8 +226,8 @@ def test_signed_cpu(value: object, pieces: int) -> None:
 
 @pytest.mark.parametrize(
     ("value", "amount"),
-    [("-512Mi", -512 * MiB), ("1Gi", GiB), (-1024, -1024)],
-    ids=["neg-str", "pos-str", "neg-int"],
+    [("-512Mi", -512 * MiB), ("1Gi", GiB), ("+32Mi", 32 * MiB), (-1024, -1024)],
+    ids=["neg-str", "pos-str", "plus-str", "neg-int"],
 )
 def test_signed_memory(value: object, amount: int) -> None:
     assert signed_memory(value, field="memory") == amount
@@ -237,5 +237,8 @@ def test_signed_rejects_garbage() -> None:
     with pytest.raises(PlacementError) as caught:
         signed_cpu("--1", field="cpu", share_base=100)
     assert caught.value.kind == "invalid_request"
+    for twice in ("+-1", "-+1", "++1"):
+        with pytest.raises(PlacementError):
+            signed_cpu(twice, field="cpu", share_base=100)
     with pytest.raises(PlacementError):
         signed_memory("-x", field="memory")

@@ -71,6 +71,17 @@ REFUSED = [
         )
         for w in [0, -1, math.nan, math.inf, "2", True]
     ),
+    # the namespaces a pool is opened to (allot extension: invalid_namespaces)
+    *(
+        pytest.param(
+            {"pools": {"a": {"namespaces": value}}},
+            "invalid_namespaces",
+            "a",
+            "namespaces",
+            id=f"namespaces-{value!r}",
+        )
+        for value in ("team-a", ["Team A"], [1], ["-a"], {"team-a": True})
+    ),
     # resources, in every map
     *(
         pytest.param(
@@ -379,6 +390,12 @@ ACCEPTED = [
 @pytest.mark.parametrize("config", ACCEPTED)
 def test_accepted(config: Any) -> None:
     PoolTree.from_config(config)
+
+
+def test_a_pool_opened_to_namespaces_keeps_each_once_in_order() -> None:
+    parsed = parse_config({"pools": {"a": {"namespaces": ["team-b", "team-a", "team-b"]}}})
+    assert parsed.pools["a"].namespaces == ("team-b", "team-a")
+    assert parse_config({"pools": {"a": {"namespaces": None}}}).pools["a"].namespaces == ()
 
 
 def test_parsed_order_is_parents_first_then_config_order() -> None:

@@ -4,9 +4,11 @@ unmanaged namespaces, and what is not checked."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from coordinator.quotas import Container, Quota, QuotaError, admit
-from tests.coordinator.quotas.states import unchanged
+from tests.coordinator.quotas.states import containers, quota_sets, unchanged
 
 GPU16 = {"nvidia.com/gpu": 1}
 CAPPED = Quota("q", ["team-q"], {"gpu-memory": 16, "cpu": "1"}, {"gpu-memory": 32, "cpu": "2"})
@@ -114,3 +116,55 @@ def test_an_invalid_request_raises() -> None:
     with unchanged(QUOTAS, STATE, candidate), pytest.raises(QuotaError) as caught:
         admit(QUOTAS, STATE, candidate)
     assert caught.value.code == "gpu_memory_not_requestable"
+
+
+# --- a change of an admitted container (a realloc) ------------------------------------------
+# r1 holds cpu 1.5 of CAPPED's max 2; LOWERED's max 1 is below what team-q already uses.
+LOWERED = Quota("q", ["team-q"], {}, {"cpu": "1", "gpu-memory": 32})
+R1 = STATE[0].requests
+
+
+@pytest.mark.parametrize(
+    ("quotas", "after", "admitted"),
+    [
+        pytest.param([LOWERED], {**R1, "cpu": "1.4"}, True, id="shrinking-under-a-lowered-max"),
+        pytest.param([LOWERED], dict(R1), True, id="unchanged-under-a-lowered-max"),
+        pytest.param([LOWERED], {**R1, "cpu": "1.6"}, False, id="growing-under-a-lowered-max"),
+        pytest.param(QUOTAS, {**R1, "cpu": "2"}, True, id="growing-up-to-max"),
+        pytest.param(QUOTAS, {**R1, "cpu": "2.1"}, False, id="growing-past-max"),
+        pytest.param(
+            [LOWERED],
+            {"nvidia.com/gpu": 2, "cpu": "1"},
+            True,
+            id="shrinking-cpu-while-growing-gpu-within-max",
+        ),
+    ],
+)
+def test_a_change_weighs_only_what_grows(
+    quotas: list[Quota], after: dict[str, object], admitted: bool
+) -> None:
+    changed = Container("r1", "team-q", after, created=1.0)
+    with unchanged(quotas, STATE, changed):
+        decision = admit(quotas, STATE, changed, previous=R1)
+    assert decision.admitted is admitted, decision.reason
+    if not admitted:  # r1 itself is not counted in "used"
+        items = decision.details["items"]
+        assert isinstance(items, list)
+        assert [(i["resource"], i["used"], i["request"]) for i in items] == [
+            ("cpu", "0", after["cpu"])
+        ]
+
+
+@settings(max_examples=200)
+@given(state=containers(), quotas=quota_sets(), data=st.data())
+def test_a_change_that_grows_nothing_is_always_admitted(
+    state: list[Container], quotas: list[Quota], data: st.DataObject
+) -> None:
+    assume(state)
+    before = data.draw(st.sampled_from(state))
+    shrunk = {
+        name: data.draw(st.integers(0, amount)) if isinstance(amount, int) else amount
+        for name, amount in before.requests.items()
+    }
+    after = Container(before.name, before.namespace, shrunk, created=before.created)
+    assert admit(quotas, state, after, previous=before.requests).admitted
