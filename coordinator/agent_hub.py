@@ -39,6 +39,7 @@ from coordinator.events import Note
 from coordinator.metrics import Metrics
 from coordinator.nodes import node_name_problem
 from coordinator.registry import NodeRegistry
+from shared.bounds import clipped
 from shared.logs import get_logger
 from shared.protocol import (
     PROTOCOL_VERSION,
@@ -279,7 +280,7 @@ class AgentHub:
         notes = []
         for container in status.containers:
             key = (node, container.id)
-            reason = "corrected: " + "; ".join(container.drift) if container.drift else ""
+            reason = clipped("corrected: " + "; ".join(container.drift)) if container.drift else ""
             seen = (reason, container.drift_at)
             if reason and self._drift_seen.get(key) != seen:
                 record = self._deployments.container(container.id)

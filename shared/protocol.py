@@ -33,6 +33,7 @@ from shared.bounds import (
     Messages,
     Name,
     Revision,
+    shown,
 )
 from shared.codec import msgpack_decoder, to_msgpack
 from shared.frame_faults import FrameFault, fault_of
@@ -235,7 +236,7 @@ class _Direction(Generic[F]):
             kind = _frame_type_of(data)
             expected = ", ".join(self._tags)
             return ProtocolError(
-                "unknown_type", f"unknown frame type {kind!r}; expected one of {expected}"
+                "unknown_type", f"unknown frame type {shown(kind)}; expected one of {expected}"
             )
         return ProtocolError("invalid_frame", f"invalid frame: {text}", fault_of(data, error))
 

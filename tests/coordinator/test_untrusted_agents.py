@@ -16,6 +16,7 @@ import msgpack
 import pytest
 
 from coordinator.keys import REGISTRY
+from shared.bounds import MAX_MESSAGE
 from tests.coordinator.conftest import (
     NAMESPACE,
     Coordinator,
@@ -398,3 +399,18 @@ async def test_sessions_of_one_node_racing_leave_the_record_of_the_one_kept(
         await ws.close()
     await cluster.settled()
     await cluster.assert_nodes_match_store()
+
+
+async def test_a_long_drift_report_is_one_event_of_bounded_length(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    notes = [f"{i}:" + "x" * (MAX_MESSAGE - 8) for i in range(4)]  # each within bounds
+    await ws.send_bytes(status(drift=notes, drift_at=1_800_000_000.0))
+    await ws.send_bytes(frame("probe"))  # answered once the status was acted on
+    assert (await receive_frame(ws))["code"] == "unknown_type"
+    (drift,) = (await cluster.get_json("/v1/events?kind=drift"))["events"]
+    assert len(drift["reason"]) == MAX_MESSAGE
+    assert drift["reason"].startswith("corrected: 0:xxx")
+    assert drift["at"] == 1_800_000_000.0
+    await ws.close()

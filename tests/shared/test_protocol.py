@@ -640,3 +640,9 @@ def test_arbitrary_msgpack_values_only_ever_raise_protocol_error(value: object) 
 @given(frame_like_maps)
 def test_frame_like_maps_only_ever_raise_protocol_error(frame: dict[str, object]) -> None:
     decodes_or_protocol_error(packb(frame))
+
+
+def test_an_unknown_type_is_quoted_cut_short() -> None:
+    error = decode_error(from_agent, packb({"type": "t" * 50_000}))
+    assert error.code == "unknown_type"
+    assert error.message == f"unknown frame type '{'t' * 76}...; expected one of {AGENT_TYPES}"
