@@ -70,9 +70,10 @@ def probe_cpus(sysfs: Sysfs, totals: HostTotals) -> CpuTopology:
 
 
 def generic_topology(totals: HostTotals, problem: str) -> CpuTopology:
-    """The safe view when sysfs cannot be read: psutil's CPUs, each its own core, on one
-    package and one NUMA node, with the reason recorded as a problem."""
-    log.warning("CPU topology unreadable, the node is degraded", problem=problem)
+    """The safe view when sysfs cannot be read, or what it says cannot be offered:
+    psutil's CPUs, each its own core, on one package and one NUMA node, with the reason
+    recorded as a problem."""
+    log.warning("offering a generic CPU topology, the node is degraded", problem=problem)
     online = CpuSet(range(totals.logical_cpus))
     cpus = [Cpu(cpu, cpu, 0, 0) for cpu in online]
     node = _single_node(online, totals.memory)

@@ -61,7 +61,6 @@ def discover(
     if refusal is None:
         return inventory
     problem = f"discovery found what the coordinator would refuse: {refusal}"
-    log.warning("offering a generic view of the host, the node is degraded", problem=problem)
     generic = generic_topology(totals, problem)
     none = GpuReport(gpus=[], driver_version="", problems=[])
     return _assembled(hostname, generic, reserved & generic.online, none, extended or {})
