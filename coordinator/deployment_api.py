@@ -106,6 +106,8 @@ class PlacedView(DeploymentView, frozen=True, kw_only=True):
 async def create_deployment(request: web.Request) -> web.Response:
     namespace = _namespace(request)
     spec = await read_body(request, _decode_spec, "deployment")
+    if not is_rfc1123_label(spec.name):  # the struct's pattern lets "web\n" through
+        raise Unprocessable(f"name {spec.name!r} is not a deployment name", code="invalid_name")
     _check_container(spec.image, spec.command, spec.env, spec.labels)
     service = request.app[DEPLOYMENTS]
     with _skipped_named(service):

@@ -4,7 +4,6 @@ and container. Store keys: ``/deployments/<namespace>/<name>``, ``/containers/<i
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 import msgspec
@@ -101,7 +100,3 @@ def container_key(container_id: str) -> str:
 
 def deployment_key(namespace: str, name: str) -> str:
     return f"{DEPLOYMENT_PREFIX}{namespace}/{name}"
-
-
-def valid_name(text: str) -> bool:
-    return len(text) <= 63 and re.fullmatch(NAME, text) is not None

@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -152,9 +153,10 @@ def config_file(path: Path, names: dict[str, list[str]]) -> Path:
     return path
 
 
-async def run_schemathesis(url: str, token: str, config: Path, reports: Path) -> str:
-    """One whole run with ``token``; "" when it found nothing, else what failed. The
-    JUnit report goes to ``reports``."""
+async def run_schemathesis(url: str, token: str, config: Path, reports: Path) -> tuple[str, str]:
+    """One whole run with ``token``: how many cases it sent ("2113 generated, 2113
+    passed"), and "" when it found nothing, else what failed. The JUnit report goes to
+    ``reports``."""
     command = [
         SCHEMATHESIS,
         f"--config-file={config}",
@@ -177,9 +179,12 @@ async def run_schemathesis(url: str, token: str, config: Path, reports: Path) ->
         *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
     output, _ = await process.communicate()
+    text = output.decode(errors="replace")
+    counted = re.search(r"Test cases:\s*\n\s*(.+)", text)
+    summary = counted.group(1).strip() if counted else "no count printed"
     if process.returncode == 0:
-        return ""
-    return _failures(reports) or output.decode(errors="replace")[-20_000:]
+        return summary, ""
+    return summary, _failures(reports) or text[-20_000:]
 
 
 def _failures(reports: Path) -> str:
@@ -211,10 +216,10 @@ async def test_schemathesis_finds_nothing_with_either_kind_of_token(
     ]
     config = config_file(tmp_path / "schemathesis.toml", await populate(live, tmp_path))
     caplog.set_level(logging.ERROR)
-    found = {
-        role: await run_schemathesis(live.url, token, config, tmp_path / role)
-        for role, token in (("admin", API_TOKEN), ("namespace", NAMESPACE_TOKEN))
-    }
+    found = {}
+    for role, token in (("admin", API_TOKEN), ("namespace", NAMESPACE_TOKEN)):
+        summary, found[role] = await run_schemathesis(live.url, token, config, tmp_path / role)
+        print(f"schemathesis with the {role} token, {EXAMPLES} examples: {summary}")
     assert found == {"admin": "", "namespace": ""}, "\n\n".join(found.values())
     # Ours only: aiohttp's parser logs the requests it cannot parse (a NUL in a header),
     # and answers them 400 itself.

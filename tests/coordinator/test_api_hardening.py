@@ -236,3 +236,10 @@ async def test_an_empty_deployment_may_be_made_and_scaled_up(cluster: Coordinato
     status, answer = await call(cluster, "POST", DEPLOYMENTS + "/web/scale", {"count": 1})
     assert status == 200, answer
     assert len(answer["containers"]) == 1
+
+
+async def test_a_name_with_a_trailing_newline_is_refused(cluster: Coordinator) -> None:
+    await register(cluster, "node-a")
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, spec(name="web\n"))
+    assert status in (400, 422), answer
+    assert await state_of(cluster) == ({"deployments": []}, {"containers": []})
