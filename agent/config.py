@@ -9,6 +9,7 @@ import msgspec
 from msgspec import Meta
 
 from shared.cpuset import CpuSet, CpuSetError
+from shared.inventory import MAX_EXTENDED, ExtendedName, ExtendedUnits
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 from shared.resource_names import extended_name_problem
 
@@ -51,10 +52,11 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
         int, Meta(ge=4096, description="largest websocket frame accepted from the coordinator")
     ] = DEFAULT_MAX_FRAME_BYTES
     extended_resources: Annotated[
-        dict[str, Annotated[int, Meta(ge=0)]],
+        dict[ExtendedName, ExtendedUnits],
         Meta(
+            max_length=MAX_EXTENDED,
             description="named extended resources this node offers, counted in units,"
-            " e.g. 'example.com/fpga=2' (GPUs and MIG devices are discovered, not set here)"
+            " e.g. 'example.com/fpga=2' (GPUs and MIG devices are discovered, not set here)",
         ),
     ] = {}
     log_level: Literal["debug", "info", "warning", "error"] = "info"

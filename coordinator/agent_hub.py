@@ -6,13 +6,21 @@ persisted, then answered with ``welcome`` carrying the node's whole desired stat
 afterwards ``heartbeat`` renews the node's lease and ``status`` updates its health and
 what its containers are doing. After every change of a node's containers the node's
 agent is sent its whole desired state again (``desired``, full). A newer session for
-the same node replaces the older one. When a lease expires the node is marked lost and
-its socket, if one is still open, is closed, so a node always comes back through a
-fresh ``hello``.
+the same node replaces the older one, whose frames are no longer acted on. When a lease
+expires the node is marked lost and its socket, if one is still open, is closed, so a
+node always comes back through a fresh ``hello``.
+
+An agent is untrusted input. Every frame is checked as it is decoded (ranges, lengths,
+and the rules between an inventory's fields), and a frame that fails changes nothing: a
+refused hello registers no node and leaves a node registered before as it was (and its
+session, if it has one, open); a refused frame in a session ends only that session. Each
+refusal is answered with an ``error`` frame (code and message) before the close, counted
+in ``allot_agent_protocol_errors_total{code}`` and logged; one that names a node is also
+a ``refused`` event of that node.
 
 Close codes: 1007 malformed frame, 1003 text frame, 1008 refused (token, protocol
-version, node name, no hello), 1009 frame too large (aiohttp), 1001 coordinator going
-away, 4000 replaced by a newer session, 4001 lease expired.
+version, node name, invalid inventory, no hello), 1009 frame too large (aiohttp), 1001
+coordinator going away, 4000 replaced by a newer session, 4001 lease expired.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from coordinator.events import Note
 from coordinator.metrics import Metrics
 from coordinator.nodes import node_name_problem
 from coordinator.registry import NodeRegistry
+from shared.bounds import clipped
 from shared.logs import get_logger
 from shared.protocol import (
     PROTOCOL_VERSION,
@@ -40,6 +49,8 @@ from shared.protocol import (
     Error,
     Heartbeat,
     Hello,
+    HelloHead,
+    InvalidInventory,
     ProtocolError,
     Status,
     Welcome,
@@ -138,8 +149,7 @@ class AgentHub:
         if hello is None:
             return
         name = hello.node
-        previous = self._registry.get(name)
-        record = await self._registry.hello(
+        previous, record = await self._registry.hello(
             name, inventory=hello.inventory, address=address, agent_version=hello.agent_version
         )
         if previous is not None and previous.inventory != record.inventory:
@@ -163,8 +173,9 @@ class AgentHub:
         )
         log.info("agent connected", node=name, address=address, state=record.state)
         try:
-            while (frame := await self._receive(ws, name)) is not None:
-                await self._dispatch(name, frame)
+            while (frame := await self._receive(ws, name, address)) is not None:
+                if self._sessions.get(name) is ws:  # a replaced session's last words count no more
+                    await self._dispatch(name, frame)
         finally:
             if self._sessions.get(name) is ws:
                 del self._sessions[name]
@@ -173,7 +184,7 @@ class AgentHub:
     async def _await_hello(self, ws: web.WebSocketResponse, address: str) -> Hello | None:
         try:
             async with asyncio.timeout(self._config.hello_timeout_seconds):
-                frame = await self._receive(ws, None)
+                frame = await self._receive(ws, None, address)
         except TimeoutError:
             await self._refuse(ws, "no_hello", "no hello frame in time", address)
             return None
@@ -182,46 +193,62 @@ class AgentHub:
         if not isinstance(frame, Hello):
             await self._refuse(ws, "expected_hello", "the first frame must be hello", address)
             return None
-        if frame.protocol != PROTOCOL_VERSION:
-            message = f"agent speaks protocol {frame.protocol}, coordinator {PROTOCOL_VERSION}"
-            await self._refuse(ws, "protocol_version", message, address)
-            return None
-        if not token_matches(frame.token, (self._config.join_token,)):
-            await self._refuse(
-                ws, "unauthorized", "the hello carries an invalid join token", address
-            )
-            return None
-        problem = node_name_problem(frame.node)
-        if problem is not None:
-            await self._refuse(ws, "invalid_node_name", problem, address)
+        refusal = self._sender_refusal(frame)
+        if refusal is not None:
+            await self._refuse(ws, *refusal, address)
             return None
         return frame
 
-    async def _receive(self, ws: web.WebSocketResponse, name: str | None) -> AgentFrame | None:
+    def _sender_refusal(self, hello: HelloHead) -> tuple[str, str] | None:
+        """Why the sender of ``hello`` may not register (code, message), or None."""
+        if hello.protocol != PROTOCOL_VERSION:
+            return (
+                "protocol_version",
+                f"agent speaks protocol {hello.protocol}, coordinator {PROTOCOL_VERSION}",
+            )
+        if not token_matches(hello.token, (self._config.join_token,)):
+            return "unauthorized", "the hello carries an invalid join token"
+        problem = node_name_problem(hello.node)
+        if problem is not None:
+            return "invalid_node_name", problem
+        return None
+
+    async def _receive(
+        self, ws: web.WebSocketResponse, name: str | None, address: str
+    ) -> AgentFrame | None:
         """The next frame to act on, or None once the session is over.
 
         An unknown frame type is answered with an error and skipped (a newer agent may
-        send one); anything else that cannot be decoded ends the session with a reason.
+        send one); anything else that cannot be taken ends the session with a reason. A
+        hello's inventory is judged only once its sender passed (``_sender_refusal``).
         """
         while True:
             message = await ws.receive()
             if message.type == WSMsgType.BINARY:
                 try:
                     frame = decode_from_agent(message.data, max_bytes=self._config.max_frame_bytes)
-                except ProtocolError as error:
-                    self._metrics.protocol_errors.labels(code=error.code).inc()
-                    log.warning("agent frame refused", node=name, code=error.code, reason=error)
-                    await _send_error(ws, error.code, error.message)
-                    if error.code == "unknown_type":
-                        continue
-                    await ws.close(code=WSCloseCode.INVALID_TEXT, message=error.code.encode())
+                except InvalidInventory as error:
+                    refusal = self._sender_refusal(error.sender) if name is None else None
+                    if refusal is not None:
+                        await self._refuse(ws, *refusal, address)
+                    else:
+                        node = name or error.sender.node
+                        await self._refuse(ws, error.code, error.message, address, node=node)
                     return None
+                except ProtocolError as error:
+                    if error.code != "unknown_type":
+                        close = WSCloseCode.INVALID_TEXT
+                        await self._refuse(ws, error.code, error.message, address, name, close)
+                        return None
+                    self._metrics.protocol_errors.labels(code=error.code).inc()
+                    log.warning("agent frame skipped", node=name, code=error.code, reason=error)
+                    await _send_error(ws, error.code, error.message)
+                    continue
                 self._metrics.agent_frames.labels(type=type(frame).__name__.lower()).inc()
                 return frame
             if message.type == WSMsgType.TEXT:
-                self._metrics.protocol_errors.labels(code="text_frame").inc()
-                await _send_error(ws, "text_frame", "binary MessagePack frames only")
-                await ws.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"text_frame")
+                why, close = "binary MessagePack frames only", WSCloseCode.UNSUPPORTED_DATA
+                await self._refuse(ws, "text_frame", why, address, name, close)
                 return None
             if message.type == WSMsgType.ERROR:
                 self._metrics.protocol_errors.labels(code="socket_error").inc()
@@ -253,7 +280,7 @@ class AgentHub:
         notes = []
         for container in status.containers:
             key = (node, container.id)
-            reason = "corrected: " + "; ".join(container.drift) if container.drift else ""
+            reason = clipped("corrected: " + "; ".join(container.drift)) if container.drift else ""
             seen = (reason, container.drift_at)
             if reason and self._drift_seen.get(key) != seen:
                 record = self._deployments.container(container.id)
@@ -275,12 +302,23 @@ class AgentHub:
         return notes
 
     async def _refuse(
-        self, ws: web.WebSocketResponse, code: str, message: str, address: str
+        self,
+        ws: web.WebSocketResponse,
+        code: str,
+        message: str,
+        address: str,
+        node: str | None = None,
+        close: int = WSCloseCode.POLICY_VIOLATION,
     ) -> None:
+        """Count, log, and tell the agent why before closing its socket; a refusal that
+        names a node is an event of that node too."""
         self._metrics.protocol_errors.labels(code=code).inc()
-        log.warning("agent refused", address=address, code=code, reason=message)
+        log.warning("agent refused", node=node, address=address, code=code, reason=message)
+        if node:
+            note = Note("refused", f"{code}: {message}", node=node)
+            await self._deployments.events.record([note])
         await _send_error(ws, code, message)
-        await ws.close(code=WSCloseCode.POLICY_VIOLATION, message=code.encode())
+        await ws.close(code=close, message=code.encode())
 
 
 async def _send_error(ws: web.WebSocketResponse, code: str, message: str) -> None:

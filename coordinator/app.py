@@ -157,7 +157,7 @@ async def _update_pools(app: web.Application) -> None:
     while True:
         await asyncio.sleep(service.update_period)
         try:
-            total = cluster_total(registry.all())
+            total = cluster_total(registry.usable())
             deployments = app[DEPLOYMENTS]
             shares = await service.update(
                 total, deployments.pool_demands(), deployments.pool_usages()

@@ -16,11 +16,15 @@
 A namespace token sees and changes only its namespaces (403 otherwise, nothing changes);
 listing containers with it shows only its namespaces' containers. A refused deployment
 answers with the reason (quota, capacity, invalid, conflict), the rule's code and the
-numbers in ``details``.
+numbers in ``details``. Creating and scaling name the ready nodes placement left out
+because they cannot be used (``skipped_nodes``: node -> why), in the answer or in the
+refusal's details.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Annotated
 
 import msgspec
@@ -29,6 +33,7 @@ from msgspec import Meta
 
 from coordinator.api import json_response, read_body
 from coordinator.deployment_service import DeploymentService
+from coordinator.deployments.outcome import DeployOutcome, DeployRefused
 from coordinator.deployments.records import (
     MAX_COUNT,
     ContainerRecord,
@@ -92,6 +97,12 @@ class DeploymentView(msgspec.Struct, frozen=True, kw_only=True):
     containers: list[ContainerView]
 
 
+class PlacedView(DeploymentView, frozen=True, kw_only=True):
+    """A deployment just created or scaled, and the ready nodes its placement left out."""
+
+    skipped_nodes: dict[str, str] = {}  # node -> why it cannot be used
+
+
 async def create_deployment(request: web.Request) -> web.Response:
     namespace = _namespace(request)
     spec = await read_body(request, _decode_spec, "deployment")
@@ -99,12 +110,28 @@ async def create_deployment(request: web.Request) -> web.Response:
         raise Unprocessable(f"name {spec.name!r} is not a deployment name", code="invalid_name")
     _check_container(spec.image, spec.command, spec.env, spec.labels)
     service = request.app[DEPLOYMENTS]
-    outcome = await service.deploy(namespace, spec)
-    view = DeploymentView(
+    with _skipped_named(service):
+        outcome = await service.deploy(namespace, spec)
+    return json_response(_placed_view(service, outcome), status=201)
+
+
+def _placed_view(service: DeploymentService, outcome: DeployOutcome) -> PlacedView:
+    return PlacedView(
         deployment=outcome.deployment,
         containers=[_view(service, record) for record in outcome.containers],
+        skipped_nodes=service.skipped_nodes(),
     )
-    return json_response(view, status=201)
+
+
+@contextlib.contextmanager
+def _skipped_named(service: DeploymentService) -> Iterator[None]:
+    """A refusal also names the nodes placement left out, if there are any."""
+    try:
+        yield
+    except DeployRefused as refusal:
+        if skipped := service.skipped_nodes():
+            refusal.details["skipped_nodes"] = skipped
+        raise
 
 
 async def list_deployments(request: web.Request) -> web.Response:
@@ -122,8 +149,9 @@ async def get_deployment(request: web.Request) -> web.Response:
 async def scale_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
     body = await read_body(request, _decode_scale, "scale")
-    outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
-    return json_response(_deployment_view(service, outcome.deployment))
+    with _skipped_named(service):
+        outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
+    return json_response(_placed_view(service, outcome))
 
 
 async def delete_deployment(request: web.Request) -> web.Response:

@@ -67,6 +67,20 @@ class Conflict(ApiError):
     code = "conflict"
 
 
+class UnusableNode(Conflict):
+    """A registered node nothing can be placed on or planned for: its record breaks
+    today's rules (one an older version stored) or the placement engine cannot take it.
+    The reason names the field and the value."""
+
+    code = "unusable_node"
+
+    def __init__(self, node: str, reason: str) -> None:
+        message = f"node {node} cannot be used until its agent says hello again: {reason}"
+        super().__init__(message, details={"node": node, "reason": reason})
+        self.node = node
+        self.reason = reason
+
+
 def error_response(
     status: int, code: str, message: str, details: Mapping[str, object] | None = None
 ) -> web.Response:

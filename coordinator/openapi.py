@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from coordinator.openapi_examples import ERRORS
+from coordinator.openapi_examples import ERRORS, MORE_ERRORS
 from coordinator.openapi_operations import (
     ERROR_RESPONSES,
     OPENAPI_PATH,
@@ -227,7 +227,7 @@ def _error_responses() -> dict[str, Any]:
             "content": {
                 "application/json": {
                     "schema": ref("Error"),
-                    "examples": _examples({name: ERRORS[status]}),
+                    "examples": _examples({name: ERRORS[status], **MORE_ERRORS.get(status, {})}),
                 }
             },
         }

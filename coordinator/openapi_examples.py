@@ -225,6 +225,10 @@ PLAN_RESPONSE: dict[str, Any] = {
     ],
 }
 
+# A node record an older version stored, which today's rules refuse: placement skips it.
+SKIPPED_NODES: dict[str, str] = {"node-old": "inventory.memory = -5: Expected `int` >= 1"}
+PLAN_SKIPPING = PLAN_RESPONSE | {"skipped_nodes": SKIPPED_NODES}
+
 # --- quotas -------------------------------------------------------------------------
 
 ELASTIC_QUOTA_BODY: dict[str, Any] = {
@@ -466,6 +470,7 @@ DEPLOYMENT: dict[str, Any] = {
     "deployment": _DEPLOYMENT_RECORD,
     "containers": [CONTAINER, _container("team-a-web-dd918deb", "over-quota")],
 }
+DEPLOYMENT_SKIPPING = DEPLOYMENT | {"skipped_nodes": SKIPPED_NODES}
 SCALED_DEPLOYMENT: dict[str, Any] = {
     "deployment": {**_DEPLOYMENT_RECORD, "spec": {**_DEPLOYMENT_RECORD["spec"], "count": 1}},
     "containers": [CONTAINER],
@@ -584,6 +589,19 @@ ERRORS: dict[int, dict[str, Any]] = {
         items=[{"resource": "cpu", "min": "4", "max": "2"}],
     ),
     503: _error("store_unavailable", "the state store failed; nothing changed"),
+}
+
+# More examples of a status's errors, by what they show.
+MORE_ERRORS: dict[int, dict[str, dict[str, Any]]] = {
+    409: {
+        "unusable node": _error(
+            "unusable_node",
+            "node node-old cannot be used until its agent says hello again: "
+            + SKIPPED_NODES["node-old"],
+            node="node-old",
+            reason=SKIPPED_NODES["node-old"],
+        )
+    }
 }
 
 METRICS = """\

@@ -17,6 +17,7 @@ from coordinator.deployment_api import (
     ContainerView,
     DeltaSpec,
     DeploymentView,
+    PlacedView,
     ReplaceSpec,
     ScaleSpec,
 )
@@ -66,8 +67,9 @@ ERROR_RESPONSES: dict[int, tuple[str, str]] = {
     409: (
         "Conflict",
         "Valid, but the cluster cannot satisfy it (capacity), it clashes with what exists"
-        " (a rule between quotas, a deployment of that name), or another writer came"
-        " first. Nothing changed.",
+        " (a rule between quotas, a deployment of that name), another writer came first,"
+        " or the node cannot be used (unusable_node: its record, stored by an older"
+        " version, breaks today's rules; details.reason says how). Nothing changed.",
     ),
     413: ("PayloadTooLarge", "The body is larger than 1 MiB."),
     422: ("Unprocessable", "Well-formed, but it breaks a rule of what it describes."),
@@ -115,6 +117,16 @@ class Operation:
 
 
 WRITE = (401, 403, 413, 503)  # every admin write with a body, before its own refusals
+_SKIPPED = (
+    "A ready node that cannot be used (its record, stored by an older version, breaks"
+    " today's rules) is left out and named with the reason in skipped_nodes: in the"
+    " answer, or in the refusal's details."
+)
+_UNUSABLE = (
+    "A node whose record breaks today's rules (one an older version stored) answers 409"
+    " unusable_node with details.reason until its agent says hello again, unless it holds"
+    " containers (whose allocation is stored apart)."
+)
 NODE = Param("name", "the node's name")
 NAMESPACE = Param("namespace", "the namespace: an RFC 1123 label (422 invalid_namespace otherwise)")
 DEPLOYMENT = Param("name", "the deployment's name")
@@ -239,8 +251,9 @@ _NODES = (
         who="any",
         response=Allocation,
         examples={"two containers": ex.ALLOCATION},
-        errors=(401, 404),
+        errors=(401, 404, 409),
         params=(NODE,),
+        description=_UNUSABLE,
     ),
     Operation(
         "PATCH",
@@ -258,7 +271,7 @@ _NODES = (
         description=(
             "absolute: each field given replaces the node's; delta: added to it (negative"
             " pieces remove). Refused as a whole (409 below_allocation) where it would take"
-            " away what is allocated; running containers stay where they are."
+            " away what is allocated; running containers stay where they are. " + _UNUSABLE
         ),
     ),
     *[
@@ -271,8 +284,9 @@ _NODES = (
             who="admin",
             response="NodeCordon",
             examples={action + "ed": {"node": "node-b", "cordoned": action == "cordon"}},
-            errors=(401, 403, 404, 503),
+            errors=(401, 403, 404, 409, 503),
             params=(NODE,),
+            description=_UNUSABLE,
         )
         for action, summary in (
             ("cordon", "Cordon a node: it takes no new containers"),
@@ -292,7 +306,8 @@ _NODES = (
         params=(NODE,),
         description=(
             "Each container is released and placed again on the other nodes in one commit;"
-            " one with no room elsewhere is released all the same (a refused event says so)."
+            " one with no room elsewhere is released all the same (a refused event says so). "
+            + _UNUSABLE
         ),
     ),
     Operation(
@@ -311,7 +326,11 @@ _NODES = (
             " must offer (400 otherwise). Every binary frame is one MessagePack map whose"
             " `type` names it: hello, heartbeat, status and error from the agent; welcome,"
             " desired and error from the coordinator (see shared/protocol.py). Frames are"
-            " not HTTP bodies and are not described here."
+            " not HTTP bodies and are not described here. Every frame is checked as it is"
+            " decoded; one that fails is answered with an error frame and the socket is"
+            " closed (1007 malformed or out of range, 1003 text, 1008 refused hello:"
+            " invalid_inventory names the field and the value), and changes nothing. A"
+            " refusal that names a node is a refused event of that node."
         ),
     ),
 )
@@ -459,7 +478,10 @@ _PLANS = (
         tag="plans",
         who="any",
         response=PlanResponse,
-        examples={"1.7 cores, bound and NUMA-local": ex.PLAN_RESPONSE},
+        examples={
+            "1.7 cores, bound and NUMA-local": ex.PLAN_RESPONSE,
+            "a registered node skipped": ex.PLAN_SKIPPING,
+        },
         request=PlanRequest,
         request_examples={
             "on inline nodes": ex.PLAN_REQUEST,
@@ -469,7 +491,7 @@ _PLANS = (
         description=(
             "Each node's capacity for the request and where the strategy would put each"
             " container, with its cores and Docker settings; nothing is committed. 409"
-            " names the rule that failed and every node's capacity."
+            " names the rule that failed and every node's capacity. " + _SKIPPED
         ),
     ),
 )
@@ -579,8 +601,11 @@ _DEPLOYMENTS = (
         summary="Deploy: admit, place, commit and push to the nodes",
         tag="deployments",
         who="namespace",
-        response=DeploymentView,
-        examples={"two containers placed": ex.DEPLOYMENT},
+        response=PlacedView,
+        examples={
+            "two containers placed": ex.DEPLOYMENT,
+            "a node skipped": ex.DEPLOYMENT_SKIPPING,
+        },
         status=201,
         request=DeploymentSpec,
         request_examples={
@@ -600,7 +625,7 @@ _DEPLOYMENTS = (
             " an env name with '=', a NUL character. Containers that need GPUs or"
             ' extended resources (resources.extended, e.g. {"example.com/fpga": 1}) go one'
             " at a time to the ready nodes with enough free units; when none has, the 409"
-            " insufficient_devices gives details.needed and details.free per node."
+            " insufficient_devices gives details.needed and details.free per node. " + _SKIPPED
         ),
     ),
     Operation(
@@ -646,7 +671,7 @@ _DEPLOYMENTS = (
         summary="Scale a deployment to a number of containers",
         tag="deployments",
         who="namespace",
-        response=DeploymentView,
+        response=PlacedView,
         examples={"down to one": ex.SCALED_DEPLOYMENT},
         request=ScaleSpec,
         request_examples={"three": {"count": 3}, "one": {"count": 1}},
@@ -655,7 +680,7 @@ _DEPLOYMENTS = (
         description=(
             "New containers go beside the existing ones; scaling down removes the newest."
             " Growing is refused (403 pool_forbidden) once the deployment's pool is no"
-            " longer open to its namespace."
+            " longer open to its namespace. " + _SKIPPED
         ),
     ),
 )

@@ -4,7 +4,9 @@ For the registered ready nodes, or for nodes described inline, it answers each n
 capacity for the request, how many containers the strategy would add where, and each
 container's cores, fragment core, NUMA node and Docker settings. A placement that
 cannot be made is 409 with the rule that failed and every node's capacity; a request
-that cannot be read is 400.
+that cannot be read is 400. A registered node that cannot be used (its record breaks
+today's rules) is left out and named with the reason in ``skipped_nodes``, in the answer
+or in the refusal's details.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import msgspec
 from aiohttp import web
 
 from coordinator.api import json_response, read_body
-from coordinator.errors import ApiError, Conflict
+from coordinator.errors import ApiError, Conflict, UnusableNode
 from coordinator.keys import CONFIG, REGISTRY
 from coordinator.nodes import NodeState
 from coordinator.placement import Node, Placement, PlacementError, Planner, Request, place
-from coordinator.plan_nodes import InlineNode, NodeSpecError, node_from_inventory, node_from_spec
+from coordinator.plan_nodes import InlineNode, NodeSpecError, node_from_spec, registered_node
 from shared.codec import json_decoder
 from shared.protocol import Limits
 
@@ -63,6 +65,7 @@ class PlanResponse(msgspec.Struct, frozen=True, kw_only=True):
     count: int
     capacity: int  # the sum over the nodes
     nodes: list[PlannedNode]
+    skipped_nodes: dict[str, str] = {}  # registered nodes left out -> why
 
 
 _decode_plan: msgspec.json.Decoder[PlanRequest] = json_decoder(PlanRequest)
@@ -71,21 +74,34 @@ _decode_plan: msgspec.json.Decoder[PlanRequest] = json_decoder(PlanRequest)
 async def plan(request: web.Request) -> web.Response:
     body = await read_body(request, _decode_plan, "plan request")
     share_base = request.app[CONFIG].share_base
-    nodes, existing = _candidates(request, body, share_base)
+    skipped: dict[str, str] = {}
+    nodes, existing = _candidates(request, body, share_base, skipped)
     try:
         wanted = Request(body.request.cpu, body.request.memory, body.request.cpu_bind)
         placement = place(nodes, wanted, body.count, body.strategy, body.nodes_limit, existing)
     except PlacementError as error:
-        raise _refusal(error, nodes, body) from error
-    return json_response(_answer(placement, body, existing))
+        refusal = _refusal(error, nodes, body)
+        if skipped:
+            refusal.details["skipped_nodes"] = skipped
+        raise refusal from error
+    return json_response(_answer(placement, body, existing, skipped))
 
 
 def _candidates(
-    request: web.Request, body: PlanRequest, share_base: int
+    request: web.Request, body: PlanRequest, share_base: int, skipped: dict[str, str]
 ) -> tuple[list[Node], dict[str, int]]:
+    """The nodes to plan on and the containers already there; a registered node that
+    cannot be used goes into ``skipped`` instead, with the reason."""
     if body.nodes is None:
-        ready = [r for r in request.app[REGISTRY].all() if r.state == NodeState.READY]
-        nodes = [node_from_inventory(r.name, r.inventory, share_base=share_base) for r in ready]
+        registry = request.app[REGISTRY]
+        nodes = []
+        for record in registry.all():
+            if record.state != NodeState.READY:
+                continue
+            try:
+                nodes.append(registered_node(registry, record.name, share_base=share_base))
+            except UnusableNode as unusable:
+                skipped[unusable.node] = unusable.reason
         return nodes, {}
     names = [spec.name for spec in body.nodes]
     if len(set(names)) != len(names):
@@ -111,7 +127,9 @@ def _plain(value: object) -> bool:
     return isinstance(value, str | int | float | bool | list | dict | tuple) or value is None
 
 
-def _answer(placement: Placement, body: PlanRequest, existing: dict[str, int]) -> PlanResponse:
+def _answer(
+    placement: Placement, body: PlanRequest, existing: dict[str, int], skipped: dict[str, str]
+) -> PlanResponse:
     resources = placement.resources
     planned = []
     for name in sorted(placement.capacities):
@@ -145,6 +163,7 @@ def _answer(placement: Placement, body: PlanRequest, existing: dict[str, int]) -
         count=body.count,
         capacity=sum(placement.capacities.values()),
         nodes=planned,
+        skipped_nodes=skipped,
     )
 
 

@@ -2,6 +2,7 @@
 a what-if request's inline description.
 
     node_from_inventory("n1", inventory, share_base=100)
+    registered_node(registry, "n1", share_base=100)      # or UnusableNode, with the reason
     node_from_spec(InlineNode(name="n1", cores=24, memory="64Gi"), share_base=100)
 
 A registered node offers share_base pieces on each offered CPU (online, not isolated,
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import msgspec
 
-from coordinator.placement import Node
+from coordinator.errors import NotFound, UnusableNode
+from coordinator.placement import Node, PlacementError
+from coordinator.registry import NodeRegistry
 from shared.inventory import Inventory
 from shared.quantity import QuantityError, parse_count, parse_memory
 
@@ -46,6 +49,23 @@ def node_from_inventory(name: str, inventory: Inventory, *, share_base: int) -> 
         numa_memory=numa_memory or None,
         share_base=share_base,
     )
+
+
+def registered_node(registry: NodeRegistry, name: str, *, share_base: int) -> Node:
+    """The registered node ``name`` from its inventory; ``UnusableNode`` when its record
+    breaks today's rules or the placement engine cannot take it (either way a record an
+    older version stored: a hello that breaks them is refused), ``NotFound`` when there
+    is no such node."""
+    record = registry.get(name)
+    if record is None:
+        raise NotFound(f"no node {name}")
+    problem = registry.unusable(name)
+    if problem is None:
+        try:
+            return node_from_inventory(name, record.inventory, share_base=share_base)
+        except PlacementError as error:
+            problem = error.message
+    raise UnusableNode(name, problem)
 
 
 def node_from_spec(spec: InlineNode, *, share_base: int) -> Node:

@@ -88,7 +88,7 @@ def _existing(request: web.Request, kind: str) -> Quota:
 
 
 async def list_quotas(request: web.Request) -> web.Response:
-    return json_response(request.app[QUOTAS].summary(request.app[REGISTRY].all()))
+    return json_response(request.app[QUOTAS].summary(request.app[REGISTRY].usable()))
 
 
 def add_quota_routes(app: web.Application) -> None:

@@ -1,15 +1,25 @@
 """The coordinator's view of its nodes: the pure transitions of ``nodes``, persisted.
 
 Every change of a record is committed to the store before it is acted on and logged
-once. Heartbeats only move a node's lease deadline in memory: they change no record,
+once; an agent's changes of one node's record are made one at a time, each from the one
+before it (two sessions of a node saying hello at once cannot interleave). Heartbeats
+only move a node's lease deadline in memory: they change no record,
 so they cost no write. After a coordinator restart every node that was live gets a
 fresh lease, so its agent has one lease length to reconnect before it is marked lost.
+
+A record comes from a hello that passed every check of ``shared.protocol``, or from the
+store. One an older version stored may break today's rules (memory -5): it is loaded as
+it is, so that nothing is lost and the coordinator starts, and ``unusable`` says why
+until the node's agent says hello again; nothing is placed on it meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+import msgspec
 
 from coordinator.nodes import (
     Leases,
@@ -21,13 +31,27 @@ from coordinator.nodes import (
 )
 from coordinator.store import Store, Txn
 from shared.codec import json_decoder, to_json
+from shared.frame_faults import fault_of
 from shared.inventory import Inventory
+from shared.inventory_rules import inventory_violations, summary
 from shared.logs import get_logger
+from shared.unconstrained import unconstrained
 
 log = get_logger("allot.coordinator.nodes")
 
 NODE_PREFIX = "/nodes/"
 _decode_record = json_decoder(NodeRecord)
+_decode_old_record = json_decoder(unconstrained(NodeRecord))
+
+
+def loaded_record(value: bytes) -> tuple[NodeRecord, str | None]:
+    """A stored record, and why it breaks today's rules (None when it keeps them)."""
+    try:
+        record: NodeRecord = _decode_record.decode(value)
+    except msgspec.ValidationError as error:
+        return _decode_old_record.decode(value), str(fault_of(value, error, msgspec.json.decode))
+    violations = inventory_violations(record.inventory)
+    return record, summary(violations) if violations else None
 
 
 class NodeRegistry:
@@ -39,9 +63,12 @@ class NodeRegistry:
         lease_seconds: float,
         wall_clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        unusable: Mapping[str, str] | None = None,
     ) -> None:
         self._store = store
         self._records = {record.name: record for record in records}
+        self._unusable = dict(unusable or {})  # node -> why its record breaks today's rules
+        self._writing: dict[str, asyncio.Lock] = {}  # node -> held while its record changes
         self._leases = Leases(lease_seconds)
         self._wall = wall_clock
         self._monotonic = monotonic
@@ -59,8 +86,19 @@ class NodeRegistry:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> NodeRegistry:
         """The registry of every node in the store; live ones get a fresh lease."""
-        entries = await store.range(NODE_PREFIX)
-        records: list[NodeRecord] = [_decode_record.decode(entry.value) for entry in entries]
+        records: list[NodeRecord] = []
+        unusable: dict[str, str] = {}
+        for entry in await store.range(NODE_PREFIX):
+            record, problem = loaded_record(entry.value)
+            records.append(record)
+            if problem is not None:
+                unusable[record.name] = problem
+                log.warning(
+                    "node record breaks today's rules; nothing is placed there until its"
+                    " agent says hello again",
+                    node=record.name,
+                    reason=problem,
+                )
         log.info(
             "node records loaded",
             nodes=len(records),
@@ -68,7 +106,12 @@ class NodeRegistry:
             revision=store.revision,
         )
         return cls(
-            store, records, lease_seconds=lease_seconds, wall_clock=wall_clock, monotonic=monotonic
+            store,
+            records,
+            lease_seconds=lease_seconds,
+            wall_clock=wall_clock,
+            monotonic=monotonic,
+            unusable=unusable,
         )
 
     @property
@@ -81,22 +124,33 @@ class NodeRegistry:
     def all(self) -> list[NodeRecord]:
         return [self._records[name] for name in sorted(self._records)]
 
+    def unusable(self, name: str) -> str | None:
+        """Why the node's record breaks today's rules, or None (also for an unknown node)."""
+        return self._unusable.get(name)
+
+    def usable(self) -> list[NodeRecord]:
+        """Every record but the unusable ones: what the cluster's totals count."""
+        return [record for record in self.all() if record.name not in self._unusable]
+
     async def hello(
         self, name: str, *, inventory: Inventory, address: str, agent_version: str
-    ) -> NodeRecord:
-        previous = self._records.get(name)
-        record = on_hello(
-            previous,
-            name=name,
-            inventory=inventory,
-            address=address,
-            agent_version=agent_version,
-            now=self._wall(),
-        )
-        await self._save([record])
+    ) -> tuple[NodeRecord | None, NodeRecord]:
+        """The node's record before (None for a new node) and after its agent said hello."""
+        async with self._writing.setdefault(name, asyncio.Lock()):
+            previous = self._records.get(name)
+            record = on_hello(
+                previous,
+                name=name,
+                inventory=inventory,
+                address=address,
+                agent_version=agent_version,
+                now=self._wall(),
+            )
+            await self._save([record])
+        self._unusable.pop(name, None)  # a hello's inventory passed every check
         self._leases.renew(name, now=self._monotonic())
         self._log_change(previous, record)
-        return record
+        return previous, record
 
     def heartbeat(self, name: str) -> None:
         """Extend a live node's lease; a lost node must say hello again first."""
@@ -105,11 +159,13 @@ class NodeRegistry:
             self._leases.renew(name, now=self._monotonic())
 
     async def report_problems(self, name: str, problems: Sequence[str]) -> None:
-        previous = self._records[name]
-        record = on_problems(previous, problems, now=self._wall())
-        if record != previous:
+        async with self._writing.setdefault(name, asyncio.Lock()):
+            previous = self._records[name]
+            record = on_problems(previous, problems, now=self._wall())
+            if record == previous:
+                return
             await self._save([record])
-            self._log_change(previous, record)
+        self._log_change(previous, record)
 
     async def expire_leases(self) -> list[NodeRecord]:
         """Mark lost every node whose lease has ended; returns the new records."""

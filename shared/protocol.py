@@ -10,23 +10,50 @@ frame is one MessagePack map whose ``type`` field names the frame:
     data = encode(Welcome(node="n1", lease_seconds=15.0, heartbeat_seconds=5.0))
 
 Unknown fields are ignored (a newer peer may add some); an unknown ``type``, a field of
-the wrong type, a frame that is not MessagePack or is larger than the limit raises
-``ProtocolError`` with a ``code`` and a message that says what was wrong.
+the wrong type or out of its range (``shared.bounds``), a frame that is not MessagePack or
+is larger than the limit raises ``ProtocolError`` with a ``code`` and a message that says
+what was wrong. A hello whose inventory breaks a rule, of its types or between its fields
+(``shared.inventory_rules``), raises ``InvalidInventory``: a hello from the agent side is
+consistent by construction.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Generic, Literal, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
 
 import msgspec
+from msgspec import Meta
 
+from shared.bounds import (
+    INT64_MAX,
+    MAX_CPUS,
+    MAX_MEMORY,
+    Message,
+    Messages,
+    Name,
+    Revision,
+    shown,
+)
 from shared.codec import msgpack_decoder, to_msgpack
+from shared.frame_faults import FrameFault, fault_of
 from shared.inventory import Inventory
+from shared.inventory_rules import inventory_violations, summary
 
 PROTOCOL_VERSION = 1
 SUBPROTOCOL = "allot.v1"
 DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+MAX_CONTAINERS = 10_000  # container statuses in one report
+
+# What Docker takes and reports for a limit: a 64-bit integer, -1 for "no limit".
+DockerInt = Annotated[int, Meta(ge=-1, le=INT64_MAX)]
+Cores = Annotated[float, Meta(ge=0, le=MAX_CPUS)]  # refuses NaN and infinities too
+UsedBytes = Annotated[int, Meta(ge=0, le=MAX_MEMORY)]
+ExitCode = Annotated[int, Meta(ge=-(2**31), le=2**32 - 1)]
+SwapState = Literal["", "pending", "done", "failed"]
+# Seconds since 1970 on the agent's clock, 0 when it does not say; an event's time, so no
+# NaN, infinity, or date before 1970 or after the year 2500.
+UnixTime = Annotated[float, Meta(ge=0, le=16_725_225_600)]
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,12 +61,12 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
 
     cpuset_cpus: str = ""
     cpuset_mems: str = ""
-    cpu_shares: int = 0
-    cpu_quota: int = -1
-    cpu_period: int = 100_000
-    mem_limit: int = 0
-    memswap_limit: int = 0
-    mem_reservation: int = 0
+    cpu_shares: DockerInt = 0
+    cpu_quota: DockerInt = -1
+    cpu_period: DockerInt = 100_000
+    mem_limit: DockerInt = 0
+    memswap_limit: DockerInt = 0
+    mem_reservation: DockerInt = 0
 
 
 RestartPolicy = Literal["no", "on-failure", "always", "unless-stopped"]
@@ -75,47 +102,55 @@ class DesiredContainer(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
-    id: str
-    state: str  # as Docker reports it (created, running, exited, ...), or missing / refused
-    namespace: str = ""
-    deployment: str = ""
-    capacity: str = ""
+    id: Name
+    state: Name  # as Docker reports it (created, running, exited, ...), or missing / refused
+    namespace: Name = ""
+    deployment: Name = ""
+    capacity: Name = ""
     limits: Limits = Limits()  # as read back from the engine
-    revision: int = 0  # the desired revision last applied to this container
-    started_at: str = ""  # Docker's State.StartedAt
-    exit_code: int | None = None
-    error: str = ""
+    revision: Revision = 0  # the desired revision last applied to this container
+    started_at: Name = ""  # Docker's State.StartedAt
+    exit_code: ExitCode | None = None
+    error: Message = ""
     # The hand-made changes the agent last put back, e.g. "cpu_shares 2 -> 717" or
     # "recreated (removed outside allot)", and when (Unix time, the agent's clock): each
     # correction has its own time, so the same change put back twice is told apart.
-    drift: list[str] = []
-    drift_at: float = 0.0
+    drift: Messages = []
+    drift_at: UnixTime = 0.0
     # For a container that replaces another: "pending" while the swap is under way, "done"
     # once it has run for the agent's settle time (the old one stays stopped), "failed"
     # when it could not run (it was removed, the old one started again; `error` says why).
-    replacing: str = ""
-    cpu_usage: float | None = None  # cores used, averaged since the previous report
-    memory_usage: int | None = None  # bytes, as the container's cgroup counts them now
+    replacing: SwapState = ""
+    cpu_usage: Cores | None = None  # cores used, averaged since the previous report
+    memory_usage: UsedBytes | None = None  # bytes, as the container's cgroup counts them now
 
 
-class Hello(msgspec.Struct, frozen=True, kw_only=True, tag="hello", tag_field="type"):
-    node: str
+ContainerStatuses = Annotated[list[ContainerStatus], Meta(max_length=MAX_CONTAINERS)]
+
+
+class HelloHead(msgspec.Struct, frozen=True, kw_only=True, tag="hello", tag_field="type"):
+    """Who says hello, which the coordinator checks before what the hello says."""
+
+    node: str  # checked by the coordinator's node name rule, which says why
     token: str
     protocol: int
+
+
+class Hello(HelloHead, frozen=True, kw_only=True, tag="hello", tag_field="type"):
     inventory: Inventory
-    agent_version: str = ""
-    applied_revision: int = 0
-    containers: list[ContainerStatus] = []
+    agent_version: Name = ""
+    applied_revision: Revision = 0
+    containers: ContainerStatuses = []
 
 
 class Heartbeat(msgspec.Struct, frozen=True, kw_only=True, tag="heartbeat", tag_field="type"):
-    applied_revision: int = 0
+    applied_revision: Revision = 0
 
 
 class Status(msgspec.Struct, frozen=True, kw_only=True, tag="status", tag_field="type"):
-    applied_revision: int
-    containers: list[ContainerStatus] = []
-    problems: list[str] = []  # non-empty: the node is degraded, for these reasons
+    applied_revision: Revision
+    containers: ContainerStatuses = []
+    problems: Messages = []  # non-empty: the node is degraded, for these reasons
 
 
 class Welcome(msgspec.Struct, frozen=True, kw_only=True, tag="welcome", tag_field="type"):
@@ -134,8 +169,8 @@ class Desired(msgspec.Struct, frozen=True, kw_only=True, tag="desired", tag_fiel
 
 
 class Error(msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field="type"):
-    code: str
-    message: str
+    code: Name
+    message: Message
 
 
 AgentFrame = Hello | Heartbeat | Status | Error
@@ -145,12 +180,23 @@ Frame = AgentFrame | CoordinatorFrame
 
 class ProtocolError(Exception):
     """A frame that cannot be taken; ``code`` is one of ``frame_too_large``,
-    ``not_msgpack``, ``unknown_type`` and ``invalid_frame``."""
+    ``not_msgpack``, ``unknown_type``, ``invalid_frame`` and ``invalid_inventory``.
+    ``fault`` says where a frame that decodes as MessagePack is wrong, when it is."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, fault: FrameFault | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.fault = fault
+
+
+class InvalidInventory(ProtocolError):
+    """A hello whose inventory breaks a rule; the message names the field, the value and
+    the rule. ``sender`` is who said hello, so that is checked (and named) first."""
+
+    def __init__(self, message: str, sender: HelloHead) -> None:
+        super().__init__("invalid_inventory", message)
+        self.sender = sender
 
 
 def encode(frame: Frame) -> bytes:
@@ -190,9 +236,9 @@ class _Direction(Generic[F]):
             kind = _frame_type_of(data)
             expected = ", ".join(self._tags)
             return ProtocolError(
-                "unknown_type", f"unknown frame type {kind!r}; expected one of {expected}"
+                "unknown_type", f"unknown frame type {shown(kind)}; expected one of {expected}"
             )
-        return ProtocolError("invalid_frame", f"invalid frame: {text}")
+        return ProtocolError("invalid_frame", f"invalid frame: {text}", fault_of(data, error))
 
 
 # msgspec reports a bad tag as "Invalid value 'x' - at `$.type`" (or a missing one as
@@ -216,9 +262,41 @@ _from_coordinator: _Direction[CoordinatorFrame] = _Direction(
 )
 
 
+_decode_sender: msgspec.msgpack.Decoder[HelloHead] = msgpack_decoder(HelloHead)
+
+
 def decode_from_agent(data: bytes, *, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> AgentFrame:
-    """A frame the coordinator received; raises ``ProtocolError``."""
-    return _from_agent.decode(data, max_bytes)
+    """A frame the coordinator received; raises ``ProtocolError``, and
+    ``InvalidInventory`` for a hello that is well-formed but for its inventory."""
+    try:
+        frame = _from_agent.decode(data, max_bytes)
+    except ProtocolError as error:
+        if error.fault is None or not _in_inventory(error.fault.path):
+            raise
+        try:
+            sender = _decode_sender.decode(data)
+        except msgspec.ValidationError:
+            raise error from None  # who sent it is malformed too: a malformed frame
+        raise InvalidInventory(str(error.fault), sender) from error
+    if isinstance(frame, Hello) and (violations := inventory_violations(frame.inventory)):
+        raise InvalidInventory(summary(violations), frame)
+    return frame
+
+
+def inventory_refusal(inventory: Inventory) -> str | None:
+    """Why a coordinator would refuse a hello carrying ``inventory`` (the message of its
+    ``invalid_inventory`` error), or None: for an agent to check what it would send."""
+    hello = Hello(node="check", token="", protocol=PROTOCOL_VERSION, inventory=inventory)
+    data = encode(hello)
+    try:
+        decode_from_agent(data, max_bytes=len(data))
+    except InvalidInventory as error:
+        return error.message
+    return None
+
+
+def _in_inventory(path: str) -> bool:
+    return path == "inventory" or path.startswith(("inventory.", "inventory["))
 
 
 def decode_from_coordinator(

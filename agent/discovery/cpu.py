@@ -56,6 +56,7 @@ def probe_cpus(sysfs: Sysfs, totals: HostTotals) -> CpuTopology:
         log.info("sysfs has no NUMA nodes, assuming one node 0 with every online CPU")
         nodes = [_single_node(online, totals.memory)]
     _note_memory_mismatch(nodes, totals.memory)
+    nodes = [_within_host(node, totals.memory) for node in nodes]
     if membership := _membership_problems(online, nodes):
         problems += membership
         nodes = [_single_node(online, totals.memory)]
@@ -63,14 +64,16 @@ def probe_cpus(sysfs: Sysfs, totals: HostTotals) -> CpuTopology:
         log.warning("CPU topology is inconsistent, the node is degraded", problem=problem)
     numa_of = {cpu: node.id for node in nodes for cpu in node.cpus}
     cpus = [_cpu(sysfs, cpu, online, numa_of[cpu]) for cpu in online]
-    isolated = sysfs.cpuset(f"{CPU_DIR}/isolated") or CpuSet()
+    # isolcpus= may name CPUs that are offline or that this kernel does not have.
+    isolated = (sysfs.cpuset(f"{CPU_DIR}/isolated") or CpuSet()) & online
     return CpuTopology(cpus, online, isolated, nodes, totals.memory, problems)
 
 
 def generic_topology(totals: HostTotals, problem: str) -> CpuTopology:
-    """The safe view when sysfs cannot be read: psutil's CPUs, each its own core, on one
-    package and one NUMA node, with the reason recorded as a problem."""
-    log.warning("CPU topology unreadable, the node is degraded", problem=problem)
+    """The safe view when sysfs cannot be read, or what it says cannot be offered:
+    psutil's CPUs, each its own core, on one package and one NUMA node, with the reason
+    recorded as a problem."""
+    log.warning("offering a generic CPU topology, the node is degraded", problem=problem)
     online = CpuSet(range(totals.logical_cpus))
     cpus = [Cpu(cpu, cpu, 0, 0) for cpu in online]
     node = _single_node(online, totals.memory)
@@ -145,6 +148,16 @@ def _note_memory_mismatch(nodes: list[NumaNode], total: int) -> None:
     summed = sum(node.memory for node in nodes)
     if abs(summed - total) > total // 100:
         log.info("NUMA node memory does not add up to the host total", nodes=summed, host=total)
+
+
+def _within_host(node: NumaNode, total: int) -> NumaNode:
+    """The node with at most the host's memory. A node reports more only where
+    /proc/meminfo is limited and /sys is not (LXCFS in a container), and then the limit
+    is what the host can use."""
+    if node.memory <= total:
+        return node
+    log.info("NUMA node memory above the host total, offering the total", node=node.id)
+    return NumaNode(node.id, node.cpus, total, node.distances)
 
 
 def _single_node(online: CpuSet, memory: int) -> NumaNode:

@@ -17,7 +17,7 @@ from typing import Protocol, TypeAlias
 
 import pynvml
 
-from shared.inventory import Gpu, MigDevice
+from shared.inventory import MIG_PROFILE_PATTERN, Gpu, MigDevice
 from shared.logs import get_logger
 
 log = get_logger("allot.agent.discovery")
@@ -76,10 +76,7 @@ _REASONS = {
     pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "NVML library and kernel driver versions differ",
 }
 _NVML_BUS_ID = re.compile(r"([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])")
-# Every profile NVML names: "1g.10gb", "1g.10gb+me", compute-instance slices such as
-# "1c.2g.20gb", and suffixes like "+gfx" or "+me.all". Which profiles can be requested is
-# the quota engine's rule; discovery reports what the GPU has.
-_MIG_PROFILE = re.compile(r"([1-9][0-9]*c\.)?[1-9][0-9]*g\.[1-9][0-9]*gb(\+[a-z]+(\.[a-z]+)*)?")
+_MIG_PROFILE = re.compile(MIG_PROFILE_PATTERN)
 
 
 def probe_gpus(nvml: NvmlApi, read_pci_numa: Callable[[str], int | None]) -> GpuReport:

@@ -4,7 +4,10 @@
 
 The probes only read; this is where their findings are combined and checked against
 the configuration (reserved CPUs must exist), where the configured extended resources
-join them, and where problems are collected.
+join them, and where problems are collected. Last, the result is checked by the rules
+the coordinator applies to a hello (``shared.protocol.inventory_refusal``): one that
+breaks them (firmware with strange NUMA distances, a GPU NVML reports without memory)
+gives way to a safe generic view, which the node offers degraded, with the reason.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ from pathlib import Path
 
 import pynvml
 
-from agent.discovery.cpu import HostTotals, generic_topology, probe_cpus
-from agent.discovery.gpu import NvmlApi, probe_gpus
+from agent.discovery.cpu import CpuTopology, HostTotals, generic_topology, probe_cpus
+from agent.discovery.gpu import GpuReport, NvmlApi, probe_gpus
 from agent.discovery.sysfs import Sysfs, SysfsError
 from shared.cpuset import CpuSet
 from shared.inventory import Inventory
+from shared.logs import get_logger
+from shared.protocol import inventory_refusal
+
+log = get_logger("allot.agent.discovery")
 
 
 class DiscoveryError(Exception):
@@ -49,6 +56,23 @@ def discover(
             f" (online: {topology.online})"
         )
     gpus = probe_gpus(nvml, lambda bdf: sysfs.integer(f"bus/pci/devices/{bdf}/numa_node"))
+    inventory = _assembled(hostname, topology, reserved, gpus, extended or {})
+    refusal = inventory_refusal(inventory)
+    if refusal is None:
+        return inventory
+    problem = f"discovery found what the coordinator would refuse: {refusal}"
+    generic = generic_topology(totals, problem)
+    none = GpuReport(gpus=[], driver_version="", problems=[])
+    return _assembled(hostname, generic, reserved & generic.online, none, extended or {})
+
+
+def _assembled(
+    hostname: str,
+    topology: CpuTopology,
+    reserved: CpuSet,
+    gpus: GpuReport,
+    extended: Mapping[str, int],
+) -> Inventory:
     return Inventory(
         hostname=hostname,
         cpus=topology.cpus,
@@ -59,6 +83,6 @@ def discover(
         memory=topology.memory,
         gpus=gpus.gpus,
         driver_version=gpus.driver_version,
-        extended=dict(sorted((extended or {}).items())),
+        extended=dict(sorted(extended.items())),
         problems=[*topology.problems, *gpus.problems],
     )

@@ -45,8 +45,9 @@ from agent.runtime.settings import Settings
 from agent.runtime.state_file import AgentState, LastReconcile, write_state
 from agent.runtime.usage import Sample, cpu_cores, sample
 from shared.backoff import Backoff
+from shared.bounds import MAX_MESSAGES, clipped
 from shared.logs import get_logger
-from shared.protocol import ContainerStatus, DesiredContainer, Status
+from shared.protocol import ContainerStatus, DesiredContainer, Status, SwapState
 from shared.quantity import format_memory
 from shared.sdnotify import notify
 
@@ -312,7 +313,7 @@ class Runtime:
                 self._failed_swaps[container_id] = why
                 self._wake.set()
 
-    def _replacing(self, wanted: DesiredContainer | None) -> str:
+    def _replacing(self, wanted: DesiredContainer | None) -> SwapState:
         """How the swap of a replacing container stands: pending, done or failed."""
         if wanted is None or not wanted.replaces:
             return ""
@@ -462,7 +463,7 @@ class Runtime:
         return Status(
             applied_revision=self._applied_revision,
             containers=self._container_statuses(),
-            problems=problems,
+            problems=[clipped(problem) for problem in problems[:MAX_MESSAGES]],
         )
 
     def _container_statuses(self) -> list[ContainerStatus]:
@@ -483,8 +484,10 @@ class Runtime:
                 revision=self._container_revision.get(container_id, 0),
                 started_at=one.started_at,
                 exit_code=one.exit_code,
-                error=self._problems.get(container_id, ""),
-                drift=correction.notes if correction else [],
+                error=clipped(self._problems.get(container_id, "")),
+                drift=[clipped(note) for note in correction.notes[:MAX_MESSAGES]]
+                if correction
+                else [],
                 drift_at=correction.at if correction else 0.0,
                 cpu_usage=cores,
                 memory_usage=memory,
@@ -499,7 +502,7 @@ class Runtime:
                     namespace=wanted.namespace,
                     deployment=wanted.deployment,
                     capacity=wanted.capacity,
-                    error=problem,
+                    error=clipped(problem),
                     replacing=self._replacing(wanted),
                 )
         return [statuses[key] for key in sorted(statuses)]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 import msgspec
 
 from coordinator.ctl.views import age, timestamp
-from coordinator.deployment_api import ContainerView, DeploymentView
+from coordinator.deployment_api import ContainerView, DeploymentView, PlacedView
 from coordinator.deployments.records import ContainerRecord, DeploymentSpec
 from coordinator.events import Event
 from shared.codec import json_decoder
@@ -44,6 +44,7 @@ class Deleted(msgspec.Struct, frozen=True):
 _container: msgspec.json.Decoder[ContainerView] = json_decoder(ContainerView)
 _containers: msgspec.json.Decoder[ContainerList] = json_decoder(ContainerList)
 _deployment: msgspec.json.Decoder[DeploymentView] = json_decoder(DeploymentView)
+_placed: msgspec.json.Decoder[PlacedView] = json_decoder(PlacedView)
 _deployments: msgspec.json.Decoder[DeploymentList] = json_decoder(DeploymentList)
 _deleted: msgspec.json.Decoder[Deleted] = json_decoder(Deleted)
 _events: msgspec.json.Decoder[EventList] = json_decoder(EventList)
@@ -67,11 +68,18 @@ EVENT_SUBJECT = ("namespace", "deployment", "container", "node")  # "-" when it 
 
 
 def placed_table(body: bytes) -> str:
-    """What ``deploy`` placed where."""
-    view = _deployment.decode(body)
+    """What ``deploy`` placed where, and the nodes it left out because they cannot be
+    used."""
+    view = _placed.decode(body)
     deployment = view.deployment
     head = f"deployed {deployment.namespace}/{deployment.spec.name}: "
-    return head + f"{len(view.containers)} container(s)\n\n" + containers_of(view, PLACED)
+    lines = [head + f"{len(view.containers)} container(s)", "", containers_of(view, PLACED)]
+    if view.skipped_nodes:
+        lines.append("")
+        lines += [
+            f"node {name} left out: {why}" for name, why in sorted(view.skipped_nodes.items())
+        ]
+    return "\n".join(lines)
 
 
 def deployments_table(body: bytes, namespace: str) -> str:

@@ -183,6 +183,7 @@ def plan_tables(body: bytes) -> str:
             ("request", f"{cpu} CPU + {memory} each, {mode}"),
             ("placing", f"{plan.count} with strategy {plan.strategy}"),
             ("capacity", f"{plan.capacity} more on {len(plan.nodes)} node(s)"),
+            *(("left out", f"{name}: {why}") for name, why in sorted(plan.skipped_nodes.items())),
         ],
     )
     if not plan.nodes:

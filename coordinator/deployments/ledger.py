@@ -44,11 +44,11 @@ from coordinator.deployments.records import (
     deployment_key,
 )
 from coordinator.deployments.translate import desired_container, note_for, quota_container
-from coordinator.errors import NotFound
+from coordinator.errors import NotFound, UnusableNode
 from coordinator.events import EventLog, Note
 from coordinator.nodes import NodeState as NodeHealth
 from coordinator.placement import NodeState, release
-from coordinator.plan_nodes import node_from_inventory
+from coordinator.plan_nodes import registered_node
 from coordinator.pool_service import PoolService
 from coordinator.quota_service import QuotaService
 from coordinator.quotas import Container as QuotaContainer
@@ -231,19 +231,37 @@ class Ledger:
         return [quota_container(c) for c in self.containers()]
 
     def _candidates(self) -> list[NodeState]:
-        """The allocation states of the ready nodes that are not cordoned."""
-        ready = [r for r in self._registry.all() if r.state == NodeHealth.READY]
-        return [
-            self._state_of(record.name)
-            for record in sorted(ready, key=lambda r: r.name)
-            if record.name not in self._cordoned
-        ]
+        """The allocation states of the ready nodes that are not cordoned, but for those
+        that cannot be used (``skipped_nodes``)."""
+        usable = map(self._usable, self._ready_uncordoned())
+        return [state for state in usable if isinstance(state, NodeState)]
+
+    def skipped_nodes(self) -> dict[str, str]:
+        """The ready, uncordoned nodes placement leaves out, and why: their records
+        break today's rules (``NodeRegistry.unusable``), so nothing is placed there."""
+        usable = map(self._usable, self._ready_uncordoned())
+        return {found.node: found.reason for found in usable if isinstance(found, UnusableNode)}
+
+    def _ready_uncordoned(self) -> list[str]:
+        ready = (r.name for r in self._registry.all() if r.state == NodeHealth.READY)
+        return [name for name in ready if name not in self._cordoned]
+
+    def _usable(self, node: str) -> NodeState | UnusableNode:
+        """The node's allocation state to place on, or why it cannot be used (even one
+        that holds containers takes no more while its record breaks the rules)."""
+        problem = self._registry.unusable(node)
+        if problem is not None:
+            return UnusableNode(node, problem)
+        try:
+            return self._state_of(node)
+        except UnusableNode as unusable:
+            return unusable
 
     def _state_of(self, node: str) -> NodeState:
         """A registered node's allocation state; one that holds nothing yet is made from
         its inventory, and kept until the inventory changes (most nodes of a large
         cluster: making it anew for each decision cost 68 ms a decision on 1,000 nodes,
-        bench/deployments.py)."""
+        bench/deployments.py). ``UnusableNode`` when it cannot be made."""
         state = self._nodes.get(node)
         if state is not None:
             return state
@@ -252,7 +270,7 @@ class Ledger:
             raise NotFound(f"no node {node}")
         made = self._fresh.get(node)
         if made is None or made[0] is not record.inventory:
-            offered = node_from_inventory(node, record.inventory, share_base=self._share_base)
+            offered = registered_node(self._registry, node, share_base=self._share_base)
             fresh = NodeState(
                 node,
                 dict(offered.cores),

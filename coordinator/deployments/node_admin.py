@@ -64,17 +64,22 @@ class NodeAdmin(Placing):
         offers = (
             node_from_inventory(node, i, share_base=self._share_base) for i in (before, after)
         )
-        delta = capacity_delta(*offers)
+        try:
+            delta = capacity_delta(*offers)
+        except PlacementError as error:  # the old inventory, as an older version stored it
+            await self._capacity_kept(node, error.message)
+            return
         if not any(delta.values()):
             return
         try:
             await self.set_node(node, "delta", why="capacity follows the hardware", **delta)
         except DeployRefused as refusal:
-            log.warning(
-                "node capacity kept after a hardware change", node=node, reason=refusal.message
-            )
-            why = f"the hardware changed but the capacity was kept: {refusal.message}"
-            await self.events.record([Note("node", why, node=node)])
+            await self._capacity_kept(node, refusal.message)
+
+    async def _capacity_kept(self, node: str, reason: str) -> None:
+        log.warning("node capacity kept after a hardware change", node=node, reason=reason)
+        why = f"the hardware changed but the capacity was kept: {reason}"
+        await self.events.record([Note("node", why, node=node)])
 
     async def cordon(self, node: str, cordoned: bool) -> None:
         """A cordoned node takes no new container; what runs there stays."""

@@ -58,6 +58,7 @@ def test_environment_overrides_the_file_and_a_flag_overrides_both(tmp_path: Path
         ("nvidia.com/mig-1g.10gb=1", "'nvidia.com/mig-1g.10gb' is discovered on the host"),
         ("example.com/fpga=-1", "EXTENDED_RESOURCES: Expected `int` >= 0"),
         ("example.com/fpga=1.5", "EXTENDED_RESOURCES: Expected `int`"),
+        ("example.com/fpga=1000001", "EXTENDED_RESOURCES: Expected `int` <= 1000000"),
     ],
     ids=[
         "no-domain",
@@ -69,6 +70,7 @@ def test_environment_overrides_the_file_and_a_flag_overrides_both(tmp_path: Path
         "mig",
         "negative",
         "fraction",
+        "more-than-a-node-may-offer",
     ],
 )
 def test_bad_entries_are_refused_with_the_reason(text: str, complaint: str) -> None:

@@ -90,8 +90,10 @@ recorded_hosts = pytest.mark.parametrize(
 
 
 def probe_fixture(name: str, root: Path) -> CpuTopology:
+    """The recorded host, with psutil's view of it as it was recorded."""
     materialize(load_fixture(name), root)
-    return probe_cpus(Sysfs(root), HostTotals(logical_cpus=1, memory=1))
+    recorded = RECORDED[name]
+    return probe_cpus(Sysfs(root), HostTotals(logical_cpus=recorded.cpus, memory=recorded.memory))
 
 
 def probe_tree(tree: dict[str, str], root: Path) -> CpuTopology:

@@ -4,8 +4,10 @@ their frames with the standard ``msgpack`` package, as any peer could."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,9 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig, NamespaceToken
-from coordinator.keys import STORE
-from shared.codec import to_builtins
+from coordinator.keys import REGISTRY, STORE
+from coordinator.registry import NODE_PREFIX
+from shared.codec import to_builtins, to_json
 from shared.protocol import SUBPROTOCOL
 from tests.builders import make_inventory
 
@@ -40,6 +43,14 @@ class Coordinator:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return await self.http.get(self.url + path, headers=headers)
 
+    async def call(
+        self, method: str, path: str, body: object = None, token: str = API_TOKEN
+    ) -> tuple[int, Any]:
+        """Status and JSON body of a request with the admin token (or ``token``)."""
+        headers = {"Authorization": f"Bearer {token}"}
+        response = await self.http.request(method, self.url + path, json=body, headers=headers)
+        return response.status, await response.json()
+
     async def get_json(self, path: str) -> Any:
         response = await self.get(path)
         assert response.status == 200, await response.text()
@@ -59,6 +70,25 @@ class Coordinator:
             protocols=protocols,
             headers={"Authorization": f"Bearer {token}"},
         )
+
+    async def stored_nodes(self) -> list[Any]:
+        """The node records in the store, by name, as plain data."""
+        return list((await self.stored(NODE_PREFIX)).values())
+
+    async def settled(self) -> None:
+        """Wait until every agent socket has ended on the coordinator's side too: a
+        session closed under its agent (replaced, say) may still be acting on a frame."""
+        for _ in range(500):
+            metrics = await (await self.get("/metrics", token=None)).text()
+            if "\nallot_agent_connections 0.0\n" in metrics:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("agent sockets still open on the coordinator")
+
+    async def assert_nodes_match_store(self) -> None:
+        """The node records in memory are exactly those in the store."""
+        in_memory = [json.loads(to_json(record)) for record in self.app[REGISTRY].all()]
+        assert in_memory == await self.stored_nodes()
 
 
 def inventory(*, problems: list[str] | None = None) -> dict[str, Any]:
@@ -149,3 +179,14 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Coordinator]:
     async with aiohttp.ClientSession() as http:
         yield Coordinator(url=url, app=runner.app, http=http)
     await runner.cleanup()
+
+
+@pytest.fixture
+def allot_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """caplog for the "allot" loggers, even after something configured them."""
+    root = logging.getLogger("allot")
+    propagate = root.propagate
+    root.propagate = True
+    caplog.set_level(logging.INFO, logger="allot")
+    yield caplog
+    root.propagate = propagate

@@ -13,12 +13,14 @@ from typing import Any
 
 import pytest
 
+from coordinator import openapi_examples as ex
 from coordinator.ctl.client import describe_details
 from coordinator.ctl.deployment_views import (
     container_details,
     containers_table,
     deleted_view,
     events_table,
+    placed_table,
     realloc_view,
     replaced_view,
 )
@@ -315,6 +317,16 @@ def test_a_containers_details_show_the_devices_and_extended_resources_it_holds()
     view = container(gpus=["GPU-aaa"], extended={"x.io/nic": 1, "example.com/fpga": 2})
     lines = container_details(to_json(view)).splitlines()
     assert "holds           GPU-aaa, example.com/fpga=2, x.io/nic=1" in lines
+
+
+def test_a_deploy_names_the_nodes_it_left_out() -> None:
+    lines = placed_table(to_json(ex.DEPLOYMENT_SKIPPING)).splitlines()
+    assert lines[0] == "deployed team-a/web: 2 container(s)"
+    assert lines[-2:] == [
+        "",
+        "node node-old left out: inventory.memory = -5: Expected `int` >= 1",
+    ]
+    assert placed_table(to_json(ex.DEPLOYMENT)).splitlines()[-1].startswith("team-a-web-")
 
 
 def test_a_realloc_shows_the_new_limits() -> None:

@@ -9,8 +9,10 @@ import json
 import msgspec
 import pytest
 
+from coordinator import openapi_examples as ex
 from coordinator.ctl.node_views import allocation_view, cordoned_view, drained_view
 from coordinator.ctl.nodes import capacity
+from coordinator.ctl.views import plan_tables
 from coordinator.node_admin_api import Allocation
 from shared.codec import to_json
 from tests.coordinator.conftest import Coordinator, register
@@ -237,3 +239,11 @@ async def test_every_node_command_through_main(
     assert (code, err) == (1, "allotctl: no node nowhere (404 not_found)\n")
     for ws in (node_a, node_b):
         await ws.close()
+
+
+def test_a_plan_names_the_nodes_it_left_out() -> None:
+    lines = plan_tables(to_json(ex.PLAN_SKIPPING)).splitlines()
+    assert "left out  node-old: inventory.memory = -5: Expected `int` >= 1" in lines
+    assert not any(
+        line.startswith("left out") for line in plan_tables(to_json(ex.PLAN_RESPONSE)).splitlines()
+    )

@@ -24,8 +24,9 @@ DEPLOYMENTS = "/v1/namespaces/team-a/deployments"
 def gpu_inventory() -> dict[str, Any]:
     """The two-CPU test host with two whole H100s and one A100 in MIG mode."""
     whole = probe_gpus(eight_whole_gpus(), lambda _: None).gpus[:2]
-    mig = probe_gpus(two_gpus_mig_mixed(), lambda _: None).gpus[:1]
-    inventory = msgspec.structs.replace(make_inventory(), gpus=[*whole, *mig])
+    (a100, *_) = probe_gpus(two_gpus_mig_mixed(), lambda _: None).gpus
+    mig = msgspec.structs.replace(a100, index=len(whole))  # GPU indices are distinct
+    inventory = msgspec.structs.replace(make_inventory(), gpus=[*whole, mig])
     wire: dict[str, Any] = to_builtins(inventory)
     return wire
 

@@ -133,13 +133,24 @@ def _items(schema: Mapping[str, Any], value: object, where: str) -> list[str]:
     ]
 
 
+_MEASURED: dict[str, type | str] = {
+    "imum": "number",
+    "Length": str,
+    "Items": list,
+    "Properties": dict,
+}
+
+
 def _bound(keyword: str) -> Any:
+    """minimum/maximum of a number, or the least or most characters, items or properties."""
+    (kind,) = (kind for suffix, kind in _MEASURED.items() if keyword.endswith(suffix))
+
     def check(schema: Mapping[str, Any], value: object, where: str) -> list[str]:
-        if not (_is(value, "number") if "imum" in keyword else isinstance(value, str)):
+        if not (_is(value, kind) if isinstance(kind, str) else isinstance(value, kind)):
             return []
         limit = schema[keyword]
-        measure = value if "imum" in keyword else len(value)  # type: ignore[arg-type]
-        ok = measure >= limit if keyword in ("minimum", "minLength") else measure <= limit
+        measure = value if kind == "number" else len(value)  # type: ignore[arg-type]
+        ok = measure >= limit if keyword.startswith("min") else measure <= limit
         return [] if ok else [f"{where}: {value!r} breaks {keyword} {limit}"]
 
     return check
@@ -165,6 +176,8 @@ _CHECKS = {
     "maximum": _bound("maximum"),
     "minLength": _bound("minLength"),
     "maxLength": _bound("maxLength"),
+    "maxItems": _bound("maxItems"),
+    "maxProperties": _bound("maxProperties"),
     "pattern": _pattern,
 }
 
@@ -185,6 +198,9 @@ _CHECKS = {
         ),
         ({"$ref": "#/components/schemas/NodeList"}, {"nodes": [{"name": "n"}]}),
         ({"$ref": "#/components/schemas/Inventory"}, ex.INVENTORY | {"online": "0-"}),
+        ({"$ref": "#/components/schemas/Inventory"}, ex.INVENTORY | {"memory": 0}),
+        ({"$ref": "#/components/schemas/Gpu"}, {"uuid": ""}),
+        ({"$ref": "#/components/schemas/NumaNode"}, {"distances": {"0": 9}}),
     ],
 )
 def test_the_checker_finds_what_is_wrong(schema: dict[str, Any], value: object) -> None:

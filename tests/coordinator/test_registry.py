@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,9 +92,10 @@ async def persisted(store: Store, name: str) -> NodeRecord | None:
 async def say_hello(
     registry: NodeRegistry, name: str = "n1", problems: list[str] | None = None
 ) -> NodeRecord:
-    return await registry.hello(
+    _, record = await registry.hello(
         name, inventory=make_inventory(problems), address="10.0.0.7:41000", agent_version="0.1.0"
     )
+    return record
 
 
 async def lose(registry: NodeRegistry, clock: Clock, name: str = "n1") -> NodeRecord:
@@ -295,17 +297,6 @@ async def test_a_node_whose_loss_was_not_saved_is_not_lost(
 # --- logging --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def allot_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    """caplog for the "allot" loggers, even after something configured them."""
-    root = logging.getLogger("allot")
-    propagate = root.propagate
-    root.propagate = True
-    caplog.set_level(logging.INFO, logger="allot")
-    yield caplog
-    root.propagate = propagate
-
-
 def events(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str, dict[str, object]]]:
     return [
         (r.levelno, r.getMessage(), dict(fields_of(r)))
@@ -370,3 +361,43 @@ async def test_a_hello_with_other_hardware_is_logged_as_an_inventory_change(
     record = registry.get("n1")
     assert record is not None
     assert record.inventory.offered() == CpuSet([1])
+
+
+# --- one node's writes, one at a time -------------------------------------------------------
+
+
+async def test_a_report_during_a_hello_builds_on_the_hello(
+    store: SqliteStore, clock: Clock
+) -> None:
+    """Without one write at a time, the report read the record from before the hello
+    and, committed after it, put the old inventory back."""
+    registry = await load(store, clock)
+    await say_hello(registry)
+    more_cpus = msgspec.structs.replace(make_inventory(), hostname="host-b")
+    await asyncio.gather(
+        registry.hello("n1", inventory=more_cpus, address="10.0.0.8:41000", agent_version="2"),
+        registry.report_problems("n1", ["docker: engine down"]),
+    )
+    record = registry.get("n1")
+    assert record is not None
+    assert (record.inventory.hostname, record.state) == ("host-b", NodeState.DEGRADED)
+    assert await persisted(store, "n1") == record
+
+
+async def test_hellos_at_once_end_as_the_last_one_said(store: SqliteStore, clock: Clock) -> None:
+    registry = await load(store, clock)
+    hosts = [msgspec.structs.replace(make_inventory(), hostname=f"h{i}") for i in range(5)]
+    said = await asyncio.gather(
+        *(registry.hello("n1", inventory=h, address="a", agent_version="v") for h in hosts)
+    )
+    assert [previous.inventory.hostname if previous else None for previous, _ in said] == [
+        None,
+        "h0",
+        "h1",
+        "h2",
+        "h3",
+    ]
+    final = registry.get("n1")
+    assert final is not None
+    assert final.inventory.hostname == "h4"
+    assert await persisted(store, "n1") == final
