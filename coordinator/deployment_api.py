@@ -106,8 +106,6 @@ class PlacedView(DeploymentView, frozen=True, kw_only=True):
 async def create_deployment(request: web.Request) -> web.Response:
     namespace = _namespace(request)
     spec = await read_body(request, _decode_spec, "deployment")
-    if not is_rfc1123_label(spec.name):  # the struct's pattern lets "web\n" through
-        raise Unprocessable(f"name {spec.name!r} is not a deployment name", code="invalid_name")
     _check_container(spec.image, spec.command, spec.env, spec.labels)
     service = request.app[DEPLOYMENTS]
     with _skipped_named(service):
@@ -232,8 +230,8 @@ def _check_container(
     image: str, command: list[str], env: dict[str, str], labels: dict[str, str]
 ) -> None:
     """422 ``invalid_container`` for what the agent would refuse or fail to create for
-    ever. Checked here rather than when a spec is decoded, so that a deployment stored
-    by an older version still loads."""
+    ever. Checked here, with a message listing every problem, rather than in a
+    ``__post_init__``, which would run again on every stored spec read back."""
     problems = container_problems(image, command, env, labels)
     if problems:
         raise Unprocessable(

@@ -130,7 +130,7 @@ def _allocation(
 
 def _visible(service: DeploymentService, container_id: str, principal: Principal) -> bool:
     record = service.container(container_id)
-    return principal.admin or (record is not None and principal.may_use(record.namespace))
+    return record is not None and principal.may_use(record.namespace)
 
 
 def add_node_admin_routes(app: web.Application) -> None:

@@ -30,26 +30,24 @@ from coordinator.nodes import (
     on_problems,
 )
 from coordinator.store import Store, Txn
-from shared.codec import json_decoder, to_json
+from shared.codec import to_json
 from shared.frame_faults import fault_of
 from shared.inventory import Inventory
 from shared.inventory_rules import inventory_violations, summary
 from shared.logs import get_logger
-from shared.unconstrained import unconstrained
+from shared.unconstrained import StoredDecoder
 
 log = get_logger("allot.coordinator.nodes")
 
 NODE_PREFIX = "/nodes/"
-_decode_record = json_decoder(NodeRecord)
-_decode_old_record = json_decoder(unconstrained(NodeRecord))
+_stored_record = StoredDecoder(NodeRecord)
 
 
 def loaded_record(value: bytes) -> tuple[NodeRecord, str | None]:
     """A stored record, and why it breaks today's rules (None when it keeps them)."""
-    try:
-        record: NodeRecord = _decode_record.decode(value)
-    except msgspec.ValidationError as error:
-        return _decode_old_record.decode(value), str(fault_of(value, error, msgspec.json.decode))
+    record, broken = _stored_record.decode(value)
+    if broken is not None:
+        return record, str(fault_of(value, broken, msgspec.json.decode))
     violations = inventory_violations(record.inventory)
     return record, summary(violations) if violations else None
 

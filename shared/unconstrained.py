@@ -20,9 +20,11 @@ from __future__ import annotations
 import functools
 import operator
 import types
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 import msgspec
+
+from shared.codec import json_decoder
 
 _made: dict[type, type] = {}
 
@@ -63,3 +65,24 @@ def _unconstrained_struct(cls: type[msgspec.Struct]) -> type:
     return msgspec.defstruct(
         cls.__name__, fields, bases=(cls,), module=cls.__module__, kw_only=True
     )
+
+
+T = TypeVar("T")
+
+
+class StoredDecoder(Generic[T]):
+    """Reads a record of type ``T`` back from the store: by today's rules, or, for one an
+    older version wrote that breaks them, by ``unconstrained(T)`` -- never refusing it.
+
+        record, broken = decoder.decode(value)    # broken: the ValidationError, or None
+    """
+
+    def __init__(self, type_: type[T]) -> None:
+        self._strict: msgspec.json.Decoder[T] = json_decoder(type_)
+        self._lenient: msgspec.json.Decoder[T] = json_decoder(unconstrained(type_))
+
+    def decode(self, value: bytes) -> tuple[T, msgspec.ValidationError | None]:
+        try:
+            return self._strict.decode(value), None
+        except msgspec.ValidationError as error:
+            return self._lenient.decode(value), error

@@ -59,12 +59,13 @@ from shared.codec import json_decoder, to_json
 from shared.inventory import Inventory
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, DesiredContainer, Limits, Status
+from shared.unconstrained import StoredDecoder
 
 log = get_logger("allot.coordinator.deployments")
 
 _decode_node: msgspec.json.Decoder[StoredNode] = json_decoder(StoredNode)
 _decode_container: msgspec.json.Decoder[ContainerRecord] = json_decoder(ContainerRecord)
-_decode_deployment: msgspec.json.Decoder[DeploymentRecord] = json_decoder(DeploymentRecord)
+_stored_deployment = StoredDecoder(DeploymentRecord)
 _decode_preemptions: msgspec.json.Decoder[list[PreemptionRecord]] = json_decoder(
     list[PreemptionRecord]
 )
@@ -155,7 +156,9 @@ class Ledger:
         for entry in await store.range(CORDON_PREFIX):
             service._cordoned.add(entry.key.removeprefix(CORDON_PREFIX))
         for entry in await store.range(DEPLOYMENT_PREFIX):
-            deployment = _decode_deployment.decode(entry.value)
+            deployment, broken = _stored_deployment.decode(entry.value)
+            if broken is not None:  # stored before a rule it breaks; kept all the same
+                log.warning("stored deployment breaks today's rules", key=entry.key, why=broken)
             service._deployments[(deployment.namespace, deployment.spec.name)] = deployment
         preemptions = await store.get(PREEMPTIONS_KEY)
         if preemptions is not None:

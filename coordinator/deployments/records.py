@@ -10,17 +10,16 @@ import msgspec
 from msgspec import Meta
 
 from shared.protocol import Limits, RestartPolicy
+from shared.resource_names import Rfc1123Label
 
 Strategy = Literal["auto", "each", "fill", "global", "drained"]
-NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-Name = Annotated[str, Meta(pattern=NAME, max_length=63)]
 MAX_COUNT = 1000
 
 DEPLOYMENT_PREFIX = "/deployments/"
 CONTAINER_PREFIX = "/containers/"
 
 
-MigProfile = Annotated[str, Meta(pattern=r"^[1-9][0-9]*g\.[1-9][0-9]*gb(\+me)?$")]
+MigProfile = Annotated[str, Meta(pattern=r"^[1-9][0-9]*g\.[1-9][0-9]*gb(\+me)?$(?!\n)")]
 
 
 class ResourcesSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -40,7 +39,7 @@ class ResourcesSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    name: Name
+    name: Rfc1123Label
     image: Annotated[str, Meta(min_length=1)]
     command: list[str] = []
     env: dict[str, str] = {}

@@ -138,11 +138,20 @@ async def test_a_replacement_with_a_bad_image_is_refused(cluster: Coordinator) -
     assert await state_of(cluster) == before
 
 
-async def test_a_deployment_stored_before_these_checks_still_loads(tmp_path: Path) -> None:
-    old = {"name": "old", "image": "busybox", "labels": {"allot.id": "x"}, "resources": {"cpu": 1}}
+@pytest.mark.parametrize(
+    "old",
+    [
+        {"name": "old", "image": "busybox", "labels": {"allot.id": "x"}},
+        {"name": "old\n", "image": "", "count": 0},
+    ],
+    ids=["reserved-label", "breaks-the-spec-constraints"],
+)
+async def test_a_deployment_stored_before_these_checks_still_loads(
+    tmp_path: Path, old: dict[str, Any]
+) -> None:
+    stored = {"namespace": NAMESPACE, "spec": old | {"resources": {"cpu": 1}}, "created": 1.0}
     store = await SqliteStore.open(tmp_path / "allot.db")
-    record = {"namespace": NAMESPACE, "spec": old, "created": 1.0}
-    await store.commit(Txn(puts={f"/deployments/{NAMESPACE}/old": to_json(record)}))
+    await store.commit(Txn(puts={f"/deployments/{NAMESPACE}/old": to_json(stored)}))
     await store.close()
     runner, url = await start(config_for(tmp_path))
     try:
@@ -152,7 +161,8 @@ async def test_a_deployment_stored_before_these_checks_still_loads(tmp_path: Pat
     finally:
         await runner.cleanup()
     assert status == 200, answer
-    assert [d["deployment"]["spec"]["labels"] for d in answer["deployments"]] == [{"allot.id": "x"}]
+    (loaded,) = answer["deployments"]
+    assert {key: loaded["deployment"]["spec"][key] for key in old} == old
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from msgspec import Meta
 from coordinator.nodes import NodeRecord, NodeState
 from shared.codec import json_decoder, to_builtins, to_json
 from shared.inventory import Inventory
-from shared.unconstrained import unconstrained
+from shared.unconstrained import StoredDecoder, unconstrained
 from tests.builders import make_inventory
 
 
@@ -71,3 +71,20 @@ def test_types_without_constraints_are_themselves() -> None:
     assert unconstrained(list[Plain]) == list[Plain]
     assert unconstrained(Annotated[int, Meta(ge=0)] | None) == int | None
     assert unconstrained(Bounded) is unconstrained(Bounded)
+
+
+def test_a_stored_decoder_reads_by_todays_rules_and_says_when_it_could_not() -> None:
+    decoder = StoredDecoder(Bounded)
+    record, broken = decoder.decode(b'{"count": 2}')
+    assert (record, broken) == (Bounded(count=2), None)
+    assert type(record) is Bounded
+    record, broken = decoder.decode(b'{"count": 0, "names": ["abc", "de"]}')
+    assert isinstance(record, Bounded)
+    assert (record.count, record.names) == (0, ["abc", "de"])
+    assert isinstance(broken, msgspec.ValidationError)
+    assert "Expected `int` >= 1" in str(broken)
+
+
+def test_a_stored_decoder_still_refuses_what_is_not_the_type() -> None:
+    with pytest.raises(msgspec.ValidationError):
+        StoredDecoder(Bounded).decode(b'{"count": "two"}')
