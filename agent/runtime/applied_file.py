@@ -23,7 +23,7 @@ from pathlib import Path
 
 import msgspec
 
-from agent.runtime.atomic_write import write_atomically
+from agent.runtime.atomic_write import QuietWriter, write_atomically
 from agent.runtime.settings import Settings
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
@@ -49,8 +49,12 @@ def applied_path(state_dir: str, node: str) -> Path:
     return Path(state_dir) / f"applied-{node}.json"
 
 
+def encoded(applied: Mapping[str, Settings]) -> bytes:
+    return to_json(AppliedFile(version=VERSION, containers=dict(applied)))
+
+
 def write_applied(path: Path, applied: Mapping[str, Settings]) -> None:
-    write_atomically(path, to_json(AppliedFile(version=VERSION, containers=dict(applied))))
+    write_atomically(path, encoded(applied))
 
 
 def read_applied(path: Path) -> dict[str, Settings]:
@@ -79,7 +83,7 @@ class AppliedSettings:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._settings: dict[str, Settings] = {}
-        self._write_problem = ""
+        self._writer = QuietWriter("cannot keep what the agent applied across restarts")
 
     @property
     def settings(self) -> Mapping[str, Settings]:
@@ -113,12 +117,4 @@ class AppliedSettings:
             self._write()
 
     def _write(self) -> None:
-        try:
-            write_applied(self.path, self._settings)
-        except OSError as error:
-            reason = f"{error.strerror or error}: {error.filename or self.path}"
-            if reason != self._write_problem:
-                log.warning("cannot keep what the agent applied across restarts", reason=reason)
-            self._write_problem = reason
-        else:
-            self._write_problem = ""
+        self._writer.write(self.path, encoded(self._settings))

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.runtime.applied_file import AppliedSettings
+from agent.runtime.atomic_write import QuietWriter
 from agent.runtime.docker_engine import DockerEngine, DockerRefused, EngineUnavailable, Inspected
 from agent.runtime.events import follow_events
 from agent.runtime.plan import (
@@ -42,10 +43,11 @@ from agent.runtime.plan import (
     target_settings,
 )
 from agent.runtime.settings import Settings
-from agent.runtime.state_file import AgentState, LastReconcile, write_state
+from agent.runtime.state_file import AgentState, LastReconcile
 from agent.runtime.usage import Sample, cpu_cores, sample
 from shared.backoff import Backoff
 from shared.bounds import MAX_MESSAGES, clipped
+from shared.codec import to_json
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, DesiredContainer, Status, SwapState
 from shared.quantity import format_memory
@@ -115,7 +117,7 @@ class Runtime:
         self._usage: dict[str, tuple[float | None, int | None]] = {}  # cores, bytes
         self._failed_swaps: dict[str, str] = {}  # replacing container -> why it failed
         self._docker_problem = ""
-        self._state_problem = ""
+        self._state_writer = QuietWriter("cannot write the agent state for allot-agent status")
         self._adopted = False
         self._last_pass: LastReconcile | None = None
         self._wake = asyncio.Event()
@@ -446,15 +448,7 @@ class Runtime:
     def _save_state(self, report: Status) -> None:
         """For ``allot-agent status``; a state that cannot be written is only logged (once
         per reason), since the coordinator's report does not depend on it."""
-        try:
-            write_state(self.options.state_path, self._state(report))
-        except OSError as error:
-            reason = f"{error.strerror or error}: {error.filename or self.options.state_path}"
-            if reason != self._state_problem:
-                log.warning("cannot write the agent state for allot-agent status", reason=reason)
-            self._state_problem = reason
-        else:
-            self._state_problem = ""
+        self._state_writer.write(self.options.state_path, to_json(self._state(report)))
 
     def _build_report(self) -> Status:
         problems = list(self.options.node_problems)

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from agent.runtime.atomic_write import write_atomically
-from shared.codec import json_decoder, to_json
+from shared.codec import json_decoder
 from shared.protocol import ContainerStatus
 
 
@@ -38,10 +37,6 @@ _decoder: msgspec.json.Decoder[AgentState] = json_decoder(AgentState)
 
 def state_path(state_dir: str, node: str) -> Path:
     return Path(state_dir) / f"agent-{node}.json"
-
-
-def write_state(path: Path, state: AgentState) -> None:
-    write_atomically(path, to_json(state))
 
 
 def read_state(path: Path) -> AgentState:
