@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.plan import Host
 from agent.runtime.reconciler import Runtime, RuntimeOptions
+from coordinator.nodes import NodeRecord, NodeState
+from shared.codec import to_builtins, to_json
 from shared.cpuset import CpuSet
 from shared.inventory import Cpu, Inventory, NumaNode
 
@@ -36,3 +39,21 @@ def idle_runtime(inventory: Inventory, node: str = "n1") -> Runtime:
         applied_path=Path("/nonexistent/applied.json"),
     )
     return Runtime(engine, Host.of(inventory), options)
+
+
+def old_node_record(name: str, **inventory_fields: Any) -> bytes:
+    """A ready node's record as an older version may have stored it: the test host's
+    inventory with ``inventory_fields`` written over it, unchecked (memory=-5, ...)."""
+    record = NodeRecord(
+        name=name,
+        state=NodeState.READY,
+        reason="",
+        inventory=make_inventory(),
+        address="10.0.0.7",
+        agent_version="0.0.9",
+        registered_at=1.0,
+        state_since=2.0,
+    )
+    raw = to_builtins(record)
+    raw["inventory"] |= inventory_fields
+    return to_json(raw)

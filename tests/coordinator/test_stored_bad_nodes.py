@@ -14,12 +14,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from coordinator.nodes import NodeRecord, NodeState
 from coordinator.registry import NODE_PREFIX
 from coordinator.store import Txn
 from coordinator.store.sqlite import SqliteStore
-from shared.codec import to_builtins, to_json
-from tests.builders import make_inventory
+from shared.codec import to_builtins
+from tests.builders import make_inventory, old_node_record
 from tests.coordinator.conftest import (
     NAMESPACE,
     Coordinator,
@@ -37,23 +36,6 @@ NEGATIVE = "inventory.memory = -5: Expected `int` >= 1"
 NO_NUMA_NODE = "inventory.cpus[1].numa = 7: names no NUMA node of numa_nodes (0) (and 1 more)"
 
 
-def old_record(name: str, **inventory_fields: Any) -> bytes:
-    """A ready node's record as an older version stored it, with ``inventory_fields``."""
-    record = NodeRecord(
-        name=name,
-        state=NodeState.READY,
-        reason="",
-        inventory=make_inventory(),
-        address="10.0.0.7",
-        agent_version="0.0.9",
-        registered_at=1.0,
-        state_since=2.0,
-    )
-    raw = to_builtins(record)
-    raw["inventory"] |= inventory_fields
-    return to_json(raw)
-
-
 def deployment(name: str, count: int = 1) -> dict[str, Any]:
     resources = {"cpu": "0.5", "memory": "64Mi"}
     return {"name": name, "image": "busybox", "count": count, "resources": resources}
@@ -69,8 +51,8 @@ async def with_old_records(
     cpus = to_builtins(make_inventory().cpus)
     cpus[1]["numa"] = 7
     puts = {
-        NODE_PREFIX + "old-negative": old_record("old-negative", memory=-5),
-        NODE_PREFIX + "old-no-numa": old_record("old-no-numa", cpus=cpus),
+        NODE_PREFIX + "old-negative": old_node_record("old-negative", memory=-5),
+        NODE_PREFIX + "old-no-numa": old_node_record("old-no-numa", cpus=cpus),
     }
     await store.commit(Txn(puts=puts))
     await store.close()
@@ -177,7 +159,7 @@ async def test_a_node_holding_containers_keeps_them_and_takes_its_agent_back(
         await ws.close()
     await runner.cleanup()
     store = await SqliteStore.open(config.store_path)
-    bad = old_record("old-negative", memory=-5)
+    bad = old_node_record("old-negative", memory=-5)
     await store.commit(Txn(puts={NODE_PREFIX + "old-negative": bad}))
     await store.close()
 

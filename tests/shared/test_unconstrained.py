@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 import pytest
 from msgspec import Meta
 
-from coordinator.nodes import NodeRecord, NodeState
-from shared.codec import json_decoder, to_builtins, to_json
+from coordinator.nodes import NodeRecord
+from shared.codec import json_decoder, to_json
 from shared.inventory import Inventory
 from shared.unconstrained import StoredDecoder, unconstrained
-from tests.builders import make_inventory
+from tests.builders import old_node_record
 
 
 class Plain(msgspec.Struct, frozen=True):
@@ -27,24 +27,10 @@ class Bounded(msgspec.Struct, frozen=True):
     renamed: Annotated[int, Meta(le=3)] = msgspec.field(default=0, name="other")
 
 
-def stored_node(**inventory: Any) -> bytes:
-    record = NodeRecord(
-        name="old-node",
-        state=NodeState.READY,
-        reason="",
-        inventory=make_inventory(),
-        address="10.0.0.7",
-        agent_version="0.0.9",
-        registered_at=1.0,
-        state_since=2.0,
-    )
-    raw = to_builtins(record)
-    raw["inventory"] |= inventory
-    return msgspec.json.encode(raw)
-
-
 def test_a_record_that_fails_todays_constraints_still_loads_as_what_it_is() -> None:
-    data = stored_node(memory=-5, hostname="h" * 1000, gpus=[], problems=["p"] * 100)
+    data = old_node_record(
+        "old-node", memory=-5, hostname="h" * 1000, gpus=[], problems=["p"] * 100
+    )
     with pytest.raises(msgspec.ValidationError):
         json_decoder(NodeRecord).decode(data)
     record = json_decoder(unconstrained(NodeRecord)).decode(data)
