@@ -5,6 +5,7 @@ A real coordinator on a real port, with one registered node (a websocket client)
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +254,27 @@ async def test_a_name_with_a_trailing_newline_is_refused(cluster: Coordinator) -
     status, answer = await call(cluster, "POST", DEPLOYMENTS, spec(name="web\n"))
     assert status in (400, 422), answer
     assert await state_of(cluster) == ({"deployments": []}, {"containers": []})
+
+
+async def test_concurrent_changes_of_one_container_leave_memory_equal_to_the_store(
+    cluster: Coordinator,
+) -> None:
+    """Replace twice, realloc both ways and a shrink, all at once over real HTTP: every
+    answer is a success or a clear 409/403, never a 500, and afterwards what the API
+    shows from memory is what the store holds."""
+    await register(cluster, "node-a")
+    record = await one_container(cluster, cpu_bind=False)
+    path = f"/v1/containers/{record['id']}"
+    answers = await asyncio.gather(
+        call(cluster, "POST", path + "/replace", {"image": "busybox:1"}),
+        call(cluster, "POST", path + "/replace", {"image": "busybox:2"}),
+        call(cluster, "PATCH", path, {"cpu": "+0.1"}),
+        call(cluster, "PATCH", path, {"memory": "-8Mi"}),
+    )
+    statuses = [status for status, _ in answers]
+    assert all(status in (200, 201, 409) for status in statuses), answers
+    assert statuses[:2].count(201) == 1, answers  # exactly one replace starts a swap
+    _, containers = await call(cluster, "GET", "/v1/containers")
+    stored = await cluster.stored("/containers/")
+    live = {value["id"]: value for value in stored.values() if not value["replaced_by"]}
+    assert {view["record"]["id"]: view["record"] for view in containers["containers"]} == live
