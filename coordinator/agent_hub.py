@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -62,6 +61,7 @@ log = get_logger("allot.coordinator.agents")
 
 CLOSE_REPLACED = 4000
 CLOSE_LEASE_EXPIRED = 4001
+PUBLISH_SLICE = 100  # nodes sent their desired state between two turns of the loop
 
 
 class AgentHub:
@@ -74,7 +74,9 @@ class AgentHub:
     ):
         self._registry = registry
         self._deployments = deployments
-        deployments.subscribe(self.push_desired)
+        deployments.subscribe(self.mark_desired)
+        self._dirty: set[str] = set()
+        self._wake = asyncio.Event()
         self._config = config
         self._metrics = metrics
         self._sessions: dict[str, web.WebSocketResponse] = {}
@@ -126,18 +128,32 @@ class AgentHub:
                 if ws is not None:
                     await ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
 
-    async def push_desired(self, nodes: Sequence[str]) -> None:
-        """Send each connected node of ``nodes`` its whole desired state; one that is not
-        connected gets it in its next welcome."""
-        for node in nodes:
-            ws = self._sessions.get(node)
-            if ws is None:
-                continue
-            revision, containers = self._deployments.desired(node)
-            with contextlib.suppress(ConnectionError):
-                await ws.send_bytes(
-                    encode(Desired(revision=revision, full=True, containers=containers))
-                )
+    def mark_desired(self, nodes: set[str]) -> None:
+        """These nodes' desired state moved (a commit): ``publish_desired`` sends it."""
+        self._dirty |= nodes
+        self._wake.set()
+
+    async def publish_desired(self) -> None:
+        """Send each connected node that was marked its whole desired state, until
+        cancelled. Off the commit path: the answer to a request waits for its commit,
+        never for websockets, and nodes marked again while a round of sends is under way
+        get one send for all of those marks. A node not connected gets it in its next
+        welcome."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            dirty, self._dirty = self._dirty, set()
+            for count, node in enumerate(sorted(dirty), 1):
+                ws = self._sessions.get(node)
+                if ws is not None:
+                    revision, containers = self._deployments.desired(node)
+                    frame = Desired(revision=revision, full=True, containers=containers)
+                    try:
+                        await ws.send_bytes(encode(frame))
+                    except Exception as error:  # its session ends on its own; others go on
+                        log.info("desired state not sent", node=node, error=repr(error))
+                if count % PUBLISH_SLICE == 0:
+                    await asyncio.sleep(0)  # let requests and heartbeats in between
 
     async def close_all(self) -> None:
         sessions, self._sessions = self._sessions, {}
@@ -264,7 +280,7 @@ class AgentHub:
             self._deployments.observe(name, frame)
             drift = self._new_drift(name, frame)
             if drift:
-                await self._deployments.events.record(drift)
+                await self._deployments.record(drift)
         elif isinstance(frame, Error):
             log.warning("agent reported an error", node=name, code=frame.code, reason=frame.message)
         else:

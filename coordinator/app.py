@@ -189,5 +189,7 @@ async def _agent_hub(app: web.Application) -> AsyncIterator[None]:
     hub = AgentHub(app[REGISTRY], app[CONFIG], app[METRICS], app[DEPLOYMENTS])
     app[HUB] = hub
     watcher = asyncio.create_task(hub.watch_leases())
+    publisher = asyncio.create_task(hub.publish_desired())
     yield
+    await _stop(publisher)
     await _stop(watcher)

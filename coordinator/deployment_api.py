@@ -135,7 +135,7 @@ def _skipped_named(service: DeploymentService) -> Iterator[None]:
 async def list_deployments(request: web.Request) -> web.Response:
     namespace = _namespace(request)
     service = request.app[DEPLOYMENTS]
-    found = [d for d in service.deployments() if d.namespace == namespace]
+    found = service.deployments(namespace)
     return json_response({"deployments": [_deployment_view(service, d) for d in found]})
 
 
@@ -283,9 +283,8 @@ def _view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
 
 def _deployment_view(service: DeploymentService, deployment: DeploymentRecord) -> DeploymentView:
     key = (deployment.namespace, deployment.spec.name)
-    containers = [
-        _view(service, c) for c in service.containers() if (c.namespace, c.deployment) == key
-    ]
+    mine = sorted(service.of_deployment(*key), key=lambda c: c.id)
+    containers = [_view(service, c) for c in mine]
     return DeploymentView(deployment=deployment, containers=containers)
 
 

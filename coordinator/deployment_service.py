@@ -1,29 +1,285 @@
-"""Deployments in the coordinator: admit, place, commit all at once, push to the agents.
+"""Deployments in the coordinator: every change is one decision, sequenced and committed.
 
     outcome = await service.deploy("team-a", spec)     # or DeployRefused with the numbers
     await service.delete_container(container_id)
     revision, containers = service.desired("node-a")     # what the node's agent must run
 
-The service is built in layers, one module each under ``coordinator/deployments/``, each
-using the ones below it:
+The service is a thin shell over ``coordinator/deployments/``:
 
-- ``ledger``: the in-memory state, and how one decision is relabelled, committed in one
-  store transaction and pushed to the touched nodes' agents;
-- ``pool_link``: pools on containers (demand, limits at admission, CPU quota from the
-  pool's fair share);
-- ``placing``: admission and placement of new containers, with preemption;
-- ``lifecycle``: realloc, delete, and release after a node is lost;
-- ``swaps``: replacing a container in its allocation, ended by its agent's report;
-- ``node_admin``: SetNode, cordon, drain, and capacity that follows the hardware.
+- ``books``: the committed state with its indexes (containers by node, deployment,
+  namespace and pool; each pool's requests);
+- ``draft``: the state one decision sees and writes, ``decision``: what it writes;
+- ``sequencer``: decisions in order, committed in batches, applied only once committed,
+  then handed to the publishers (the agent hub);
+- the deciders, plain functions of a draft: ``placing`` (deploy, scale, preemption),
+  ``lifecycle`` (realloc, delete, lost nodes), ``swaps``, ``node_admin`` (SetNode,
+  cordon, drain, hardware changes), ``pool_link`` (pool limits and CPU shares) and
+  ``labels`` (quota labels, settled after every decision).
 """
 
 from __future__ import annotations
 
-from coordinator.deployments.lifecycle import Lifecycle
-from coordinator.deployments.node_admin import NodeAdmin
-from coordinator.deployments.swaps import Swapping
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Self
+
+import msgspec
+
+from coordinator.deployments import lifecycle, node_admin, placing, pool_link, swaps
+from coordinator.deployments.books import Books
+from coordinator.deployments.context import Context
+from coordinator.deployments.decision import Decision
+from coordinator.deployments.draft import Draft
+from coordinator.deployments.labels import relabel, relabel_everything
+from coordinator.deployments.node_records import ALLOCATION_PREFIX, StoredNode, loaded
+from coordinator.deployments.outcome import DeployOutcome
+from coordinator.deployments.records import (
+    CONTAINER_PREFIX,
+    DEPLOYMENT_PREFIX,
+    ContainerRecord,
+    DeploymentRecord,
+    DeploymentSpec,
+)
+from coordinator.deployments.sequencer import CORDON_PREFIX, PREEMPTIONS_KEY, Sequencer
+from coordinator.deployments.translate import desired_container, quota_container
+from coordinator.deployments.units import held_extended
+from coordinator.errors import NotFound
+from coordinator.events import EventLog, Note
+from coordinator.placement import Delta, NodeState
+from coordinator.pool_service import PoolService
+from coordinator.quota_service import QuotaService
+from coordinator.quotas import Container as QuotaContainer
+from coordinator.quotas import PreemptionRecord
+from coordinator.registry import NodeRegistry
+from coordinator.store import Store
+from shared.codec import json_decoder
+from shared.inventory import Inventory
+from shared.logs import get_logger
+from shared.protocol import ContainerStatus, DesiredContainer, Status
+from shared.unconstrained import StoredDecoder
+
+log = get_logger("allot.coordinator.deployments")
+
+_decode_node: msgspec.json.Decoder[StoredNode] = json_decoder(StoredNode)
+_decode_container: msgspec.json.Decoder[ContainerRecord] = json_decoder(ContainerRecord)
+_stored_deployment = StoredDecoder(DeploymentRecord)
+_decode_preemptions: msgspec.json.Decoder[list[PreemptionRecord]] = json_decoder(
+    list[PreemptionRecord]
+)
 
 
-class DeploymentService(Lifecycle, NodeAdmin, Swapping):
-    """Every layer of the deployment service in one object: what the API, the agent hub
-    and the coordinator's loops hold."""
+class DeploymentService:
+    def __init__(
+        self,
+        store: Store,
+        registry: NodeRegistry,
+        quotas: QuotaService,
+        events: EventLog,
+        pools: PoolService,
+        *,
+        share_base: int,
+        books: Books | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.events = events
+        self._books = Books() if books is None else books
+        self._context = Context(registry, quotas, pools, share_base, clock)
+        self._sequencer = Sequencer(store, self._books, self._context, events, settle=relabel)
+        self._ending: set[str] = set()  # swaps whose end is being committed
+        self._tasks: set[asyncio.Task[None]] = set()  # those commits, kept from the GC
+        quotas.counted = self.quota_containers
+        quotas.changed = self.relabel
+
+    @classmethod
+    async def load(
+        cls,
+        store: Store,
+        registry: NodeRegistry,
+        quotas: QuotaService,
+        pools: PoolService,
+        *,
+        share_base: int,
+    ) -> Self:
+        """The service over what ``store`` holds. O(what it holds)."""
+        events = await EventLog.load(store, clock=time.time)
+        books, loaded_change, revisions = Books(), Decision(), dict[str, int]()
+        for entry in await store.range(ALLOCATION_PREFIX):
+            state = loaded(_decode_node.decode(entry.value))
+            loaded_change.nodes[state.name] = state
+            books.allocation_revision[state.name] = entry.mod_revision
+            revisions[state.name] = entry.mod_revision
+        for entry in await store.range(CONTAINER_PREFIX):
+            record = _decode_container.decode(entry.value)
+            loaded_change.containers[record.id] = record
+            revisions[record.node] = max(revisions.get(record.node, 0), entry.mod_revision)
+        for entry in await store.range(CORDON_PREFIX):
+            loaded_change.cordons[entry.key.removeprefix(CORDON_PREFIX)] = True
+        for entry in await store.range(DEPLOYMENT_PREFIX):
+            deployment, broken = _stored_deployment.decode(entry.value)
+            if broken is not None:  # stored before a rule it breaks; kept all the same
+                log.warning("stored deployment breaks today's rules", key=entry.key, why=broken)
+            loaded_change.deployments[(deployment.namespace, deployment.spec.name)] = deployment
+        allocation_revision = dict(books.allocation_revision)
+        books.apply(loaded_change, 0)
+        books.allocation_revision = allocation_revision
+        books.node_revision = revisions
+        preemptions = await store.get(PREEMPTIONS_KEY)
+        if preemptions is not None:
+            books.keep_preemptions(_decode_preemptions.decode(preemptions.value))
+        log.info(
+            "deployments loaded",
+            deployments=len(books.deployments),
+            containers=len(books.containers),
+            nodes=len(books.nodes),
+        )
+        return cls(store, registry, quotas, events, pools, share_base=share_base, books=books)
+
+    # -- reads (the committed state) -----------------------------------------------------
+
+    def subscribe(self, publisher: Callable[[set[str]], None]) -> None:
+        """``publisher(nodes)`` is called (not awaited) after every commit that changed
+        those nodes' desired state."""
+        self._sequencer.subscribe(publisher)
+
+    def containers(self) -> list[ContainerRecord]:
+        return [self._books.containers[cid] for cid in sorted(self._books.containers)]
+
+    def container(self, container_id: str) -> ContainerRecord | None:
+        """A live container, or one being replaced (``replaced_by`` says by which)."""
+        books = self._books
+        return books.containers.get(container_id) or books.replaced.get(container_id)
+
+    def of_deployment(self, namespace: str, name: str) -> list[ContainerRecord]:
+        return self._books.of_deployment((namespace, name))
+
+    def observed(self, container_id: str) -> ContainerStatus | None:
+        return self._books.observed.get(container_id)
+
+    def deployments(self, namespace: str | None = None) -> list[DeploymentRecord]:
+        found = self._books.deployments
+        return [found[k] for k in sorted(found) if namespace is None or k[0] == namespace]
+
+    def deployment(self, namespace: str, name: str) -> DeploymentRecord | None:
+        return self._books.deployments.get((namespace, name))
+
+    def desired(self, node: str) -> tuple[int, list[DesiredContainer]]:
+        """The node's desired state and its revision (which only grows). O(its containers)."""
+        containers = [desired_container(c) for c in self._books.on_node(node)]
+        return self._books.node_revision.get(node, 0), containers
+
+    def quota_containers(self, namespaces: Iterable[str]) -> list[QuotaContainer]:
+        """The containers of ``namespaces``, as the quota engine counts them."""
+        return [quota_container(c) for c in self._draft().of_namespaces(namespaces)]
+
+    def allocation(self, node: str) -> tuple[NodeState, bool]:
+        """The node's allocation state and whether it is cordoned."""
+        return self._draft().node_state(node), node in self._books.cordoned
+
+    def extended(self, node: str) -> tuple[dict[str, int], dict[str, int]]:
+        """What the node offers of extended resources, and what its containers hold."""
+        record = self._context.registry.get(node)
+        if record is None:
+            raise NotFound(f"no node {node}")
+        offered = dict(sorted(record.inventory.extended.items()))
+        return offered, held_extended(self._books.on_node(node))
+
+    def skipped_nodes(self) -> dict[str, str]:
+        return self._draft().skipped_nodes()
+
+    def pool_demands(self) -> dict[str, dict[str, float]]:
+        return pool_link.pool_demands(self._books, self._context.share_base)
+
+    def pool_usages(self) -> dict[str, dict[str, float]]:
+        return pool_link.pool_usages(self._books, self._context.share_base)
+
+    def _draft(self) -> Draft:
+        return Draft(self._books, self._context)
+
+    # -- decisions -----------------------------------------------------------------------
+
+    async def deploy(self, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
+        return await self._sequencer.decide(lambda d: placing.deploy(d, namespace, spec))
+
+    async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome:
+        return await self._sequencer.decide(lambda d: placing.scale(d, namespace, name, count))
+
+    async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord:
+        return await self._sequencer.decide(lambda d: lifecycle.reallocate(d, container_id, delta))
+
+    async def delete_container(self, container_id: str) -> ContainerRecord:
+        return await self._sequencer.decide(lambda d: lifecycle.delete_container(d, container_id))
+
+    async def delete_deployment(self, namespace: str, name: str) -> list[str]:
+        return await self._sequencer.decide(
+            lambda d: lifecycle.delete_deployment(d, namespace, name)
+        )
+
+    async def release_lost(self, grace_seconds: float) -> list[str]:
+        """Release the containers of nodes lost for at least ``grace_seconds``; a
+        decision only when some lost node holds containers."""
+        lost = self._context.lost_since(self._context.clock(), grace_seconds)
+        if not any(self._books.ids("node", node) for node in lost):
+            return []
+        return await self._sequencer.decide(lambda d: lifecycle.release_lost(d, grace_seconds))
+
+    async def replace(
+        self, container_id: str, image: str, command: list[str] | None
+    ) -> ContainerRecord:
+        return await self._sequencer.decide(
+            lambda d: swaps.start_swap(d, container_id, image, command)
+        )
+
+    async def set_node(self, node: str, mode: str, *, why: str = "", **fields: Any) -> NodeState:
+        return await self._sequencer.decide(
+            lambda d: node_admin.set_capacity(d, node, mode, why=why, **fields)
+        )
+
+    async def follow_inventory(self, node: str, before: Inventory, after: Inventory) -> None:
+        await self._sequencer.decide(lambda d: node_admin.follow_inventory(d, node, before, after))
+
+    async def cordon(self, node: str, cordoned: bool) -> None:
+        await self._sequencer.decide(lambda d: node_admin.cordon(d, node, cordoned))
+
+    async def drain(self, node: str) -> dict[str, str | None]:
+        return await self._sequencer.decide(lambda d: node_admin.drain(d, node))
+
+    async def follow_pool_shares(self, cores: dict[str, float]) -> None:
+        await self._sequencer.decide(lambda d: pool_link.follow_pool_shares(d, cores))
+
+    async def relabel(self) -> None:
+        """Every container's quota label, after a quota write and at start (in case the
+        coordinator stopped between the two)."""
+        await self._sequencer.decide(relabel_everything)
+
+    async def record(self, notes: list[Note]) -> None:
+        """Events of something that changes nothing else (drift an agent put back)."""
+        await self._sequencer.record(notes)
+
+    def observe(self, node: str, status: Status) -> None:
+        """What the node's agent reports it holds; a swap it reports ended is committed."""
+        self._books.observe(node, status.containers)
+        for reported in status.containers:
+            record = self._books.containers.get(reported.id)
+            ended = reported.replacing in ("done", "failed")
+            if record is None or not ended or record.replaces not in self._books.replaced:
+                continue
+            if record.id not in self._ending:
+                self._ending.add(record.id)
+                task = asyncio.create_task(
+                    self._end_swap(record.id, reported.replacing, reported.error)
+                )
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _end_swap(self, container_id: str, outcome: str, error: str) -> None:
+        try:
+            ended = await self._sequencer.decide(
+                lambda d: swaps.end_swap(d, container_id, outcome, error)
+            )
+            if ended:
+                log.info("swap ended", container=container_id, outcome=outcome)
+        except Exception as failure:  # the agent's next report tries again
+            log.warning("swap not ended", container=container_id, outcome=outcome, error=failure)
+        finally:
+            self._ending.discard(container_id)

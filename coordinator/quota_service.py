@@ -68,7 +68,7 @@ class QuotaService:
         self._quotas = {quota.name: quota for quota in quotas}
         self._share_base = share_base
         self._settings = settings
-        self.counted: Callable[[], Sequence[Container]] = tuple
+        self.counted: Callable[[Iterable[str]], Sequence[Container]] = _none_counted
         self.changed: Callable[[], Awaitable[None]] = _nothing
 
     @classmethod
@@ -118,7 +118,8 @@ class QuotaService:
             self._quotas[name] = quota
 
     def view(self, quota: Quota) -> QuotaView:
-        used_q = used(quota, self.counted(), self.gb_per_gpu, share_base=self._share_base)
+        counted = self.counted(quota.namespaces)
+        used_q = used(quota, counted, self.gb_per_gpu, share_base=self._share_base)
         over = overquota_amount(quota, used_q, share_base=self._share_base)
         return QuotaView(
             name=quota.name,
@@ -207,3 +208,7 @@ def _show(resource: str, amount: Fraction) -> str:
 
 async def _nothing() -> None:
     """What a quota write sets off while no deployment service listens."""
+
+
+def _none_counted(namespaces: Iterable[str]) -> Sequence[Container]:
+    return ()

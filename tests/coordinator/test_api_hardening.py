@@ -274,6 +274,8 @@ async def test_concurrent_changes_of_one_container_leave_memory_equal_to_the_sto
     statuses = [status for status, _ in answers]
     assert all(status in (200, 201, 409) for status in statuses), answers
     assert statuses[:2].count(201) == 1, answers  # exactly one replace starts a swap
+    refusals = {answer["error"]["code"] for status, answer in answers if status == 409}
+    assert refusals <= {"swap_under_way"}, answers  # never a false conflict
     _, containers = await call(cluster, "GET", "/v1/containers")
     stored = await cluster.stored("/containers/")
     live = {value["id"]: value for value in stored.values() if not value["replaced_by"]}

@@ -1,0 +1,225 @@
+"""The committed state of deployments, as the store holds it, with its indexes.
+
+    books = Books(share_base=100)
+    books.load(...)                            # at start, from the store
+    books.apply(change, revision)              # only after ``change`` was committed
+    books.on_node("n1"), books.of_deployment(("team-a", "web")), books.pool_requested("p")
+
+Invariants (``check_indexes`` rebuilds every index from scratch and compares; the tests run
+it after random sequences of decisions):
+
+1. ``containers`` holds the live containers, ``replaced`` those being swapped out
+   (``replaced_by`` set); no id is in both.
+2. Each index holds exactly the live containers with that key: ``by_node``,
+   ``by_deployment``, ``by_namespace``, ``by_pool``.
+3. ``requested[pool]`` is the sum over the pool's live containers of what their node's
+   allocation asks for (CPU in shares of ``share_base``, memory in bytes).
+4. ``observed`` holds only live containers.
+
+Nothing here decides or does I/O; every read costs O(the answer), never O(all containers).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from coordinator.deployments.decision import Decision
+from coordinator.deployments.records import ContainerRecord, DeploymentRecord
+from coordinator.placement import NodeState
+from coordinator.quotas import PreemptionRecord
+from shared.protocol import ContainerStatus
+
+DeploymentKey = tuple[str, str]
+K = TypeVar("K")
+
+
+class Books:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.containers: dict[str, ContainerRecord] = {}
+        self.replaced: dict[str, ContainerRecord] = {}
+        self.deployments: dict[DeploymentKey, DeploymentRecord] = {}
+        self.cordoned: set[str] = set()
+        self.preemptions: list[PreemptionRecord] = []  # within the cool-down (quotas 8.3)
+        self.observed: dict[str, ContainerStatus] = {}
+        # The store revision of each node's allocation key, which a commit compares, and
+        # the revision of the node's desired state (its allocation or any of its
+        # containers), which only grows and goes to its agent.
+        self.allocation_revision: dict[str, int] = {}
+        self.node_revision: dict[str, int] = {}
+        self._by_node: defaultdict[str, set[str]] = defaultdict(set)
+        self._by_deployment: defaultdict[DeploymentKey, set[str]] = defaultdict(set)
+        self._by_namespace: defaultdict[str, set[str]] = defaultdict(set)
+        self._by_pool: defaultdict[str, set[str]] = defaultdict(set)
+        self._requested: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
+        self._charged: dict[str, tuple[str, int, int]] = {}  # id -> (pool, cpu, memory)
+        self._indexes: dict[str, defaultdict[Any, set[str]]] = {
+            "node": self._by_node,
+            "deployment": self._by_deployment,
+            "namespace": self._by_namespace,
+            "pool": self._by_pool,
+        }
+
+    # -- reads -------------------------------------------------------------------------
+
+    def container(self, container_id: str) -> ContainerRecord | None:
+        return self.containers.get(container_id)
+
+    def ids(self, index: str, key: object) -> frozenset[str]:
+        """The live containers' ids under ``key`` in ``index``: node, deployment (a
+        (namespace, name) pair), namespace or pool. O(answer)."""
+        found = self._indexes[index].get(key)
+        return frozenset(found) if found else frozenset()
+
+    def on_node(self, node: str) -> list[ContainerRecord]:
+        """The node's live containers, by id."""
+        return [self.containers[cid] for cid in sorted(self._by_node.get(node, ()))]
+
+    def of_deployment(self, key: DeploymentKey) -> list[ContainerRecord]:
+        return [self.containers[cid] for cid in sorted(self._by_deployment.get(key, ()))]
+
+    def of_namespace(self, namespace: str) -> list[ContainerRecord]:
+        return [self.containers[cid] for cid in sorted(self._by_namespace.get(namespace, ()))]
+
+    def of_pool(self, pool: str) -> list[ContainerRecord]:
+        return [self.containers[cid] for cid in sorted(self._by_pool.get(pool, ()))]
+
+    def namespaces(self) -> list[str]:
+        return sorted(ns for ns, ids in self._by_namespace.items() if ids)
+
+    def pools(self) -> list[str]:
+        return sorted(pool for pool, ids in self._by_pool.items() if ids)
+
+    def pool_requested(self, pool: str) -> tuple[int, int]:
+        """What the pool's live containers ask for: CPU shares, memory bytes. O(1)."""
+        cpu, memory = self._requested.get(pool, (0, 0))
+        return cpu, memory
+
+    def charged(self, container_id: str) -> tuple[str, int, int] | None:
+        """A live container's pool and what its allocation asks for (CPU shares, bytes)."""
+        return self._charged.get(container_id)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def apply(self, change: Decision, revision: int) -> set[str]:
+        """Take in ``change``, committed at ``revision``; the nodes whose desired state
+        moved. O(size of the change)."""
+        touched = change.touched_nodes()
+        self.nodes.update(change.nodes)
+        for container_id in change.removed:
+            self._unindex(container_id)
+            self.containers.pop(container_id, None)
+            self.replaced.pop(container_id, None)
+            self.observed.pop(container_id, None)
+        for container_id, record in change.containers.items():
+            self._unindex(container_id)
+            if record.replaced_by:
+                self.containers.pop(container_id, None)
+                self.replaced[container_id] = record
+                self.observed.pop(container_id, None)
+            else:
+                self.replaced.pop(container_id, None)
+                self.containers[container_id] = record
+        # Charged after every node moved: a container's allocation is on its node's new
+        # state, and a pool that moved may have changed other containers' allocations.
+        for record in change.containers.values():
+            if not record.replaced_by:
+                self._index(record)
+        for node in change.nodes:
+            for container_id in self._by_node.get(node, ()):
+                self._recharge(container_id)
+        for key, deployment in change.deployments.items():
+            self.deployments[key] = deployment
+        for key in change.removed_deployments:
+            self.deployments.pop(key, None)
+        for node, cordoned in change.cordons.items():
+            if cordoned:
+                self.cordoned.add(node)
+            else:
+                self.cordoned.discard(node)
+        for node in change.nodes:
+            self.allocation_revision[node] = revision
+        for node in touched:
+            self.node_revision[node] = revision
+        return touched
+
+    def keep_preemptions(self, records: list[PreemptionRecord]) -> None:
+        self.preemptions = records
+
+    def observe(self, node: str, statuses: Iterable[ContainerStatus]) -> None:
+        """What the node's agent reports of the live containers it holds."""
+        for status in statuses:
+            record = self.containers.get(status.id)
+            if record is not None and record.node == node:
+                self.observed[status.id] = status
+
+    def _index(self, record: ContainerRecord) -> None:
+        self._by_node[record.node].add(record.id)
+        self._by_deployment[(record.namespace, record.deployment)].add(record.id)
+        self._by_namespace[record.namespace].add(record.id)
+        self._by_pool[record.pool].add(record.id)
+        self._recharge(record.id)
+
+    def _unindex(self, container_id: str) -> None:
+        record = self.containers.get(container_id)
+        if record is None:
+            return
+        _discard(self._by_node, record.node, container_id)
+        _discard(self._by_deployment, (record.namespace, record.deployment), container_id)
+        _discard(self._by_namespace, record.namespace, container_id)
+        _discard(self._by_pool, record.pool, container_id)
+        self._uncharge(container_id)
+
+    def _recharge(self, container_id: str) -> None:
+        self._uncharge(container_id)
+        record = self.containers[container_id]
+        state = self.nodes.get(record.node)
+        allocation = state.allocations.get(container_id) if state is not None else None
+        if allocation is None:  # a node record from before its container: charges nothing
+            return
+        resources = allocation.resources
+        charge = (record.pool, resources.cpu_request, resources.memory_request)
+        self._charged[container_id] = charge
+        total = self._requested[record.pool]
+        total[0] += charge[1]
+        total[1] += charge[2]
+
+    def _uncharge(self, container_id: str) -> None:
+        charge = self._charged.pop(container_id, None)
+        if charge is None:
+            return
+        total = self._requested[charge[0]]
+        total[0] -= charge[1]
+        total[1] -= charge[2]
+
+    # -- checks ------------------------------------------------------------------------
+
+    def check_indexes(self) -> None:
+        """Every index equals one rebuilt from the containers (module invariants);
+        ``AssertionError`` naming the first that does not. O(n): for tests."""
+        fresh = Books()
+        fresh.nodes = self.nodes
+        fresh.containers = self.containers
+        for record in self.containers.values():
+            fresh._index(record)
+        assert not set(self.containers) & set(self.replaced), "live and replaced overlap"
+        for name in ("_by_node", "_by_deployment", "_by_namespace", "_by_pool"):
+            ours = {k: v for k, v in getattr(self, name).items() if v}
+            assert ours == dict(getattr(fresh, name)), f"index {name} drifted"
+        assert _nonzero(self._requested) == _nonzero(fresh._requested), "pool requests drifted"
+        assert self._charged == fresh._charged, "charges drifted"
+        assert set(self.observed) <= set(self.containers), "observed holds gone containers"
+
+
+def _discard(index: defaultdict[K, set[str]], key: K, container_id: str) -> None:
+    ids = index.get(key)
+    if ids is not None:
+        ids.discard(container_id)
+        if not ids:
+            del index[key]
+
+
+def _nonzero(requested: dict[str, list[int]]) -> dict[str, list[int]]:
+    return {pool: total for pool, total in requested.items() if total != [0, 0]}

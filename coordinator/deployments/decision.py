@@ -1,0 +1,77 @@
+"""What one decision changes: the writes a decider fills in, committed as a whole or not
+at all (``sequencer``), then applied to the books (``books``).
+
+    change = Decision()
+    change.containers[record.id] = record      # new or changed
+    change.removed.add(old_id)                 # gone (its allocation released already)
+    change.notes.append(Note("placed", ...))   # events committed with it
+
+A decision never holds a container both changed and removed: ``remove`` drops a change of
+the same container, and the sequencer's batches merge decisions with ``absorb``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator.deployments.records import ContainerRecord, DeploymentRecord
+from coordinator.events import Note
+from coordinator.placement import NodeState
+from coordinator.quotas import PreemptionRecord
+
+
+@dataclass
+class Decision:
+    """Writes of one decision (or of a batch of them, merged in order)."""
+
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+    containers: dict[str, ContainerRecord] = field(default_factory=dict)
+    removed: dict[str, str] = field(default_factory=dict)  # container id -> its node
+    deployments: dict[tuple[str, str], DeploymentRecord] = field(default_factory=dict)
+    removed_deployments: set[tuple[str, str]] = field(default_factory=set)
+    cordons: dict[str, bool] = field(default_factory=dict)  # node -> cordoned or not
+    notes: list[Note] = field(default_factory=list)
+    preemptions: list[PreemptionRecord] = field(default_factory=list)
+
+    def remove(self, container_id: str, node: str) -> None:
+        self.containers.pop(container_id, None)
+        self.removed[container_id] = node
+
+    def put_deployment(self, key: tuple[str, str], record: DeploymentRecord) -> None:
+        self.removed_deployments.discard(key)
+        self.deployments[key] = record
+
+    def remove_deployment(self, key: tuple[str, str]) -> None:
+        self.deployments.pop(key, None)
+        self.removed_deployments.add(key)
+
+    def copy(self) -> Decision:
+        """A copy a decider may write into, leaving this one as it was. O(size)."""
+        return Decision(
+            dict(self.nodes),
+            dict(self.containers),
+            dict(self.removed),
+            dict(self.deployments),
+            set(self.removed_deployments),
+            dict(self.cordons),
+            list(self.notes),
+            list(self.preemptions),
+        )
+
+    def is_empty(self) -> bool:
+        return not (
+            self.nodes
+            or self.containers
+            or self.removed
+            or self.deployments
+            or self.removed_deployments
+            or self.cordons
+            or self.notes
+            or self.preemptions
+        )
+
+    def touched_nodes(self) -> set[str]:
+        """The nodes whose desired state this changes."""
+        nodes = set(self.nodes) | set(self.removed.values())
+        nodes.update(record.node for record in self.containers.values())
+        return nodes

@@ -1,0 +1,220 @@
+"""The state one decision sees and writes: the books, with the decisions before it in its
+batch and its own writes on top.
+
+    draft = Draft(books, context, batch.copy())
+    record = draft.live(container_id)          # NotFound, or 409 while it is swapped out
+    draft.release(record)                      # its allocation goes back to its node
+    draft.put_container(fresh)
+    draft.change                               # what the sequencer commits
+
+Reads cost what they cost on the books plus the size of the draft's change: a draft of
+one decision is small; a batch's is as large as the decisions in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import msgspec
+
+from coordinator.deployments.books import Books, DeploymentKey
+from coordinator.deployments.context import Context
+from coordinator.deployments.decision import Decision
+from coordinator.deployments.outcome import DeployRefused
+from coordinator.deployments.records import ContainerRecord, DeploymentRecord, HistoryEntry
+from coordinator.errors import NotFound, UnusableNode
+from coordinator.events import Note
+from coordinator.placement import NodeState, release
+from coordinator.quotas import PreemptionRecord
+from shared.protocol import Limits
+
+
+class Draft:
+    def __init__(self, books: Books, context: Context, change: Decision | None = None) -> None:
+        self.books = books
+        self.context = context
+        self.change = Decision() if change is None else change
+        self.dirty: set[str] = set()  # namespaces whose quota labels may have moved
+        self._first_note = len(self.change.notes)  # where this decision's events begin
+
+    # -- reads -------------------------------------------------------------------------
+
+    def container(self, container_id: str) -> ContainerRecord | None:
+        """A live container (not one being swapped out)."""
+        if container_id in self.change.removed:
+            return None
+        record = self.change.containers.get(container_id)
+        if record is not None:
+            return None if record.replaced_by else record
+        return self.books.containers.get(container_id)
+
+    def replaced(self, container_id: str) -> ContainerRecord | None:
+        """A container being swapped out (``replaced_by`` says by which)."""
+        if container_id in self.change.removed:
+            return None
+        record = self.change.containers.get(container_id)
+        if record is not None:
+            return record if record.replaced_by else None
+        return self.books.replaced.get(container_id)
+
+    def live(self, container_id: str) -> ContainerRecord:
+        """The live container ``container_id``, which a request may change: ``NotFound``
+        when there is none, 409 ``swap_under_way`` while a new container replaces it."""
+        record = self.container(container_id)
+        if record is not None:
+            return record
+        old = self.replaced(container_id)
+        if old is None:
+            raise NotFound(f"no container {container_id}", details={"container": container_id})
+        raise DeployRefused(
+            "invalid",
+            "swap_under_way",
+            f"{container_id} is being replaced by {old.replaced_by}; wait until the swap"
+            f" is done, or change {old.replaced_by}",
+            409,
+            {"container": container_id, "replaced_by": old.replaced_by},
+        )
+
+    def deployment(self, key: DeploymentKey) -> DeploymentRecord | None:
+        if key in self.change.removed_deployments:
+            return None
+        return self.change.deployments.get(key) or self.books.deployments.get(key)
+
+    def existing_deployment(self, key: DeploymentKey) -> DeploymentRecord:
+        """``NotFound`` when the deployment is not there (deleted by a request before)."""
+        deployment = self.deployment(key)
+        if deployment is None:
+            raise NotFound(f"no deployment {key[0]}/{key[1]}")
+        return deployment
+
+    def node_state(self, node: str) -> NodeState:
+        """The node's allocation state; one that holds nothing yet is made from its
+        inventory. ``NotFound`` for a node not registered, ``UnusableNode`` for one whose
+        record cannot give one."""
+        state = self.change.nodes.get(node) or self.books.nodes.get(node)
+        return state if state is not None else self.context.fresh_state(node)
+
+    def holds_allocations(self, node: str) -> bool:
+        return node in self.change.nodes or node in self.books.nodes
+
+    def on_node(self, node: str) -> list[ContainerRecord]:
+        """The node's live containers, by id."""
+        return self._select(self.books.ids("node", node), lambda r: r.node == node)
+
+    def of_deployment(self, key: DeploymentKey) -> list[ContainerRecord]:
+        """The deployment's live containers, oldest first."""
+        mine = self._select(
+            self.books.ids("deployment", key), lambda r: (r.namespace, r.deployment) == key
+        )
+        return sorted(mine, key=lambda c: (c.created, c.id))
+
+    def of_namespaces(self, namespaces: Iterable[str]) -> list[ContainerRecord]:
+        wanted = set(namespaces)
+        ids: set[str] = set()
+        for namespace in wanted:
+            ids |= self.books.ids("namespace", namespace)
+        return self._select(ids, lambda r: r.namespace in wanted)
+
+    def of_pools(self, pools: Iterable[str]) -> list[ContainerRecord]:
+        wanted = set(pools)
+        ids: set[str] = set()
+        for pool in wanted:
+            ids |= self.books.ids("pool", pool)
+        return self._select(ids, lambda r: r.pool in wanted)
+
+    def pool_requested(self, pool: str) -> tuple[int, int]:
+        """What the pool's live containers ask for (CPU shares, bytes) once this draft's
+        change is applied. O(1) + O(change)."""
+        cpu, memory = self.books.pool_requested(pool)
+        for container_id in {*self.change.containers, *self.change.removed}:
+            before = self.books.charged(container_id)
+            if before is not None and before[0] == pool:
+                cpu, memory = cpu - before[1], memory - before[2]
+            record = self.container(container_id)
+            if record is not None and record.pool == pool:
+                allocation = self.node_state(record.node).allocations.get(container_id)
+                if allocation is not None:
+                    cpu += allocation.resources.cpu_request
+                    memory += allocation.resources.memory_request
+        return cpu, memory
+
+    def cordoned(self, node: str) -> bool:
+        return self.change.cordons.get(node, node in self.books.cordoned)
+
+    def preemptions(self) -> list[PreemptionRecord]:
+        return [*self.books.preemptions, *self.change.preemptions]
+
+    def candidates(self) -> list[NodeState]:
+        """The allocation states of the ready, uncordoned nodes that can be used."""
+        return [s for s in map(self._usable, self._ready_uncordoned()) if isinstance(s, NodeState)]
+
+    def skipped_nodes(self) -> dict[str, str]:
+        """The ready, uncordoned nodes placement leaves out, and why: their records
+        break today's rules (``NodeRegistry.unusable``), so nothing is placed there."""
+        found = map(self._usable, self._ready_uncordoned())
+        return {f.node: f.reason for f in found if isinstance(f, UnusableNode)}
+
+    def _ready_uncordoned(self) -> list[str]:
+        return [node for node in self.context.ready_nodes() if not self.cordoned(node)]
+
+    def _usable(self, node: str) -> NodeState | UnusableNode:
+        problem = self.context.registry.unusable(node)
+        if problem is not None:
+            return UnusableNode(node, problem)
+        try:
+            return self.node_state(node)
+        except UnusableNode as unusable:
+            return unusable
+
+    def _select(
+        self, indexed: Iterable[str], matches: Callable[[ContainerRecord], bool]
+    ) -> list[ContainerRecord]:
+        ids = set(indexed)
+        ids.update(cid for cid, record in self.change.containers.items() if matches(record))
+        found = (self.container(cid) for cid in sorted(ids))
+        return [record for record in found if record is not None and matches(record)]
+
+    # -- writes ------------------------------------------------------------------------
+
+    def put_container(self, record: ContainerRecord) -> None:
+        self.change.removed.pop(record.id, None)
+        self.change.containers[record.id] = record
+        self.dirty.add(record.namespace)
+
+    def put_node(self, state: NodeState) -> None:
+        self.change.nodes[state.name] = state
+
+    def put_deployment(self, record: DeploymentRecord) -> None:
+        self.change.put_deployment((record.namespace, record.spec.name), record)
+
+    def note(self, note: Note) -> None:
+        self.change.notes.append(note)
+
+    def note_first(self, note: Note) -> None:
+        """An event that comes before every other of this decision."""
+        self.change.notes.insert(self._first_note, note)
+
+    def release(self, record: ContainerRecord) -> None:
+        """Give the container's allocation back to its node and remove it; mid-swap,
+        the container it replaces goes with it."""
+        state = self.node_state(record.node)
+        if record.id in state.allocations:
+            moved = release(state, record.id)
+            self.put_node(moved.state)
+            self.record_limits(moved.updates, record.node)
+        self.change.remove(record.id, record.node)
+        self.dirty.add(record.namespace)
+        if record.replaces and self.replaced(record.replaces) is not None:
+            self.change.remove(record.replaces, record.node)
+
+    def record_limits(self, updates: dict[str, Limits], node: str) -> None:
+        """New Docker settings of containers already there (a shared pool that moved)."""
+        now = self.context.clock()
+        for container_id, limits in updates.items():
+            record = self.change.containers.get(container_id) or self.container(container_id)
+            if record is None or record.limits == limits:
+                continue
+            entry = HistoryEntry(at=now, event="limits", detail=f"shared pool on {node} moved")
+            self.change.containers[container_id] = msgspec.structs.replace(
+                record, limits=limits, history=[*record.history, entry]
+            )
