@@ -272,6 +272,15 @@ class DeploymentService:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
+    async def settled(self) -> None:
+        """Wait until the swap ends agents reported are committed (or failed)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def check_indexes(self) -> None:
+        """``AssertionError`` unless every index equals one rebuilt from scratch."""
+        self._books.check_indexes()
+
     async def _end_swap(self, container_id: str, outcome: str, error: str) -> None:
         try:
             ended = await self._sequencer.decide(
