@@ -57,7 +57,7 @@ from coordinator.placement import (
     place,
 )
 from coordinator.quotas import Container as QuotaContainer
-from coordinator.quotas import admit, choose_node, plan_preemption
+from coordinator.quotas import admit, choose_node, first_refused, plan_preemption
 
 
 def deploy(draft: Draft, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
@@ -392,15 +392,28 @@ def _placement_on(draft: Draft, node: str, resources: Normalized, index: int) ->
 
 
 def _admit(draft: Draft, namespace: str, spec: DeploymentSpec, ids: list[str], now: float) -> None:
-    """Each new container in turn against its quota's max (quotas spec 6); nothing to
-    weigh in a namespace no quota governs."""
-    if not any(namespace in quota.namespaces for quota in draft.context.quotas.all()):
+    """The new containers in turn against their quota's max (quotas spec 6), the state
+    weighed once (``first_refused``); nothing to weigh where no quota governs."""
+    quotas = draft.context.quotas
+    if not any(namespace in quota.namespaces for quota in quotas.all()):
         return
-    quota_counted = counted(draft)
-    for index, container_id in enumerate(ids):
-        candidate = quota_candidate(container_id, namespace, spec, now)
-        check_admission(draft, quota_counted, candidate, {"admitted_before_refusal": index})
-        quota_counted.append(candidate)
+    candidates = [quota_candidate(cid, namespace, spec, now) for cid in ids]
+    refused = first_refused(
+        quotas.all(),
+        counted(draft),
+        candidates,
+        quotas.gb_per_gpu,
+        share_base=draft.context.share_base,
+    )
+    if refused is not None:
+        index, decision = refused
+        raise DeployRefused(
+            "quota",
+            decision.code or "quota_max_exceeded",
+            decision.reason,
+            decision.status or 403,
+            dict(decision.details) | {"admitted_before_refusal": index},
+        )
 
 
 def _placement(

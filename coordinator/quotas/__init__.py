@@ -7,7 +7,7 @@
 - ``usage``: ``used``, ``overquota_amount``, ``total_min``, ``total_unused_min``,
   ``guaranteed_overquota`` (sections 4 and 7);
 - ``labels``: ``label_containers``, ``order_containers`` (section 5);
-- ``admission``: ``admit`` -> ``Admission`` (section 6);
+- ``admission``: ``admit`` -> ``Admission`` (section 6), ``first_refused`` for many;
 - ``preemption``: ``preemption_victims``, ``plan_preemption`` -> ``Preemption``,
   ``choose_node`` (sections 7 and 8);
 - ``reference``: slow, literal versions for the tests.
@@ -27,7 +27,7 @@ and no container of the preemptor's own quota is ever a victim. Containers are n
     preemption_victims(quotas, containers, p, {"gpu-memory": 0})   -> ["team-b/b4"]
 """
 
-from coordinator.quotas.admission import Admission, admit
+from coordinator.quotas.admission import Admission, admit, first_refused
 from coordinator.quotas.errors import STATUS, QuotaError
 from coordinator.quotas.labels import IN_QUOTA, OVER_QUOTA, label_containers, order_containers
 from coordinator.quotas.model import COMPOSITE, ELASTIC, Container, PreemptionRecord, Quota
@@ -72,6 +72,7 @@ __all__ = [
     "choose_node",
     "cooldown_protects",
     "encode_amounts",
+    "first_refused",
     "format_amount",
     "gpu_memory_gb",
     "guaranteed_overquota",

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from coordinator.quotas import Container, Quota, QuotaError, admit
+from coordinator.quotas import Container, Quota, QuotaError, admit, first_refused
 from tests.coordinator.quotas.states import containers, quota_sets, unchanged
 
 GPU16 = {"nvidia.com/gpu": 1}
@@ -168,3 +168,24 @@ def test_a_change_that_grows_nothing_is_always_admitted(
     }
     after = Container(before.name, before.namespace, shrunk, created=before.created)
     assert admit(quotas, state, after, previous=before.requests).admitted
+
+
+@settings(max_examples=200)
+@given(state=containers(), quotas=quota_sets(), new=containers(count=6))
+def test_first_refused_is_admit_in_turn(
+    state: list[Container], quotas: list[Quota], new: list[Container]
+) -> None:
+    """``first_refused`` equals admitting each candidate in turn with those before it
+    counted, stopping at the first refusal."""
+    candidates = [
+        Container(f"new-{i}", c.namespace, c.requests, created=c.created, running=True)
+        for i, c in enumerate(new)
+    ]
+    expected = None
+    for index, candidate in enumerate(candidates):
+        decision = admit(quotas, [*state, *candidates[:index]], candidate)
+        if not decision.admitted:
+            expected = (index, decision)
+            break
+    with unchanged(quotas, state, candidates):
+        assert first_refused(quotas, state, candidates) == expected
