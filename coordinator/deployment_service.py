@@ -13,8 +13,9 @@ The service is a thin shell over ``coordinator/deployments/``:
   then handed to the publishers (the agent hub);
 - the deciders, plain functions of a draft: ``placing`` (deploy, scale, preemption),
   ``lifecycle`` (realloc, delete, lost nodes), ``swaps``, ``node_admin`` (SetNode,
-  cordon, drain, hardware changes), ``pool_link`` (pool limits and CPU shares) and
-  ``labels`` (quota labels, settled after every decision).
+  cordon, drain, hardware changes), ``pool_link`` (pool limits and CPU shares),
+  ``quota_writes`` (quotas written by an administrator) and ``labels`` (quota labels,
+  settled after every decision).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from typing import Any, Self
 
 import msgspec
 
-from coordinator.deployments import lifecycle, node_admin, placing, pool_link, swaps
+from coordinator.deployments import (
+    lifecycle,
+    node_admin,
+    placing,
+    pool_link,
+    quota_writes,
+    swaps,
+)
 from coordinator.deployments.books import Books
 from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
@@ -50,7 +58,7 @@ from coordinator.placement import Delta, NodeState
 from coordinator.pool_service import PoolService
 from coordinator.quota_service import QuotaService
 from coordinator.quotas import Container as QuotaContainer
-from coordinator.quotas import PreemptionRecord
+from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.registry import NodeRegistry
 from coordinator.store import Store
 from shared.codec import json_decoder
@@ -88,8 +96,6 @@ class DeploymentService:
         self._sequencer = Sequencer(store, self._books, self._context, events, settle=relabel)
         self._ending: set[str] = set()  # swaps whose end is being committed
         self._tasks: set[asyncio.Task[None]] = set()  # those commits, kept from the GC
-        quotas.counted = self.quota_containers
-        quotas.changed = self.relabel
 
     @classmethod
     async def load(
@@ -247,9 +253,16 @@ class DeploymentService:
     async def follow_pool_shares(self, cores: dict[str, float]) -> None:
         await self._sequencer.decide(lambda d: pool_link.follow_pool_shares(d, cores))
 
+    async def put_quota(self, quota: Quota) -> Quota:
+        """Create or replace ``quota``; ``QuotaError`` if it breaks a rule."""
+        return await self._sequencer.decide(lambda d: quota_writes.put_quota(d, quota))
+
+    async def delete_quota(self, kind: str, name: str) -> bool:
+        return await self._sequencer.decide(lambda d: quota_writes.delete_quota(d, kind, name))
+
     async def relabel(self) -> None:
-        """Every container's quota label, after a quota write and at start (in case the
-        coordinator stopped between the two)."""
+        """Every container's quota label, at start (labels follow the quotas committed
+        with them; this catches a store written by an older version)."""
         await self._sequencer.decide(relabel_everything)
 
     async def record(self, notes: list[Note]) -> None:

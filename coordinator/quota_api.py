@@ -18,7 +18,7 @@ from aiohttp import web
 
 from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, Conflict, NotFound, Unprocessable
-from coordinator.keys import QUOTAS, REGISTRY
+from coordinator.keys import DEPLOYMENTS, QUOTAS, REGISTRY
 from coordinator.quotas import COMPOSITE, ELASTIC, Quota, QuotaError
 from coordinator.roles import require_admin
 from shared.codec import json_decoder
@@ -58,21 +58,21 @@ def _routes_for(kind: str) -> list[web.RouteDef]:
     async def put(request: web.Request) -> web.Response:
         require_admin(request, f"changing {kind}s")
         quota = await _quota_from(request, kind)
-        service = request.app[QUOTAS]
+        deployments = request.app[DEPLOYMENTS]
         try:
-            stored = await service.put(quota)
+            stored = await deployments.put_quota(quota)
         except QuotaError as error:
             raise _refused(error) from error
-        return json_response(service.view(stored))
+        return json_response(request.app[QUOTAS].view(stored, deployments.quota_containers))
 
     async def get(request: web.Request) -> web.Response:
-        service = request.app[QUOTAS]
-        return json_response(service.view(_existing(request, kind)))
+        counted = request.app[DEPLOYMENTS].quota_containers
+        return json_response(request.app[QUOTAS].view(_existing(request, kind), counted))
 
     async def delete(request: web.Request) -> web.Response:
         require_admin(request, f"deleting {kind}s")
         quota = _existing(request, kind)
-        await request.app[QUOTAS].delete(kind, quota.name)
+        await request.app[DEPLOYMENTS].delete_quota(kind, quota.name)
         return json_response({})
 
     path = f"/v1/{kind.lower()}s/{{name}}"
@@ -88,7 +88,9 @@ def _existing(request: web.Request, kind: str) -> Quota:
 
 
 async def list_quotas(request: web.Request) -> web.Response:
-    return json_response(request.app[QUOTAS].summary(request.app[REGISTRY].usable()))
+    counted = request.app[DEPLOYMENTS].quota_containers
+    nodes = request.app[REGISTRY].usable()
+    return json_response(request.app[QUOTAS].summary(nodes, counted))
 
 
 def add_quota_routes(app: web.Application) -> None:

@@ -1,18 +1,17 @@
-"""Elastic quotas in the coordinator: stored, validated as a whole, shown with status.
+"""Elastic quotas in the coordinator: the committed quotas, and how they are shown.
 
-A write is checked against every stored quota (``validate_quotas``, the one being
-written last) and applied in memory in the same turn of the event loop, so two writes
-can never both pass; the store commit follows and is undone in memory if it fails.
-Store keys: ``/quotas/<name>`` (names are unique across both kinds).
+A quota is written by a decision like any other (``deployments.quotas``): checked there
+against every quota as the decisions before it left them, committed with the labels it
+moves, and only then applied here (``apply``). Store keys: ``/quotas/<name>`` (names are
+unique across both kinds).
 
-``used`` counts the containers that hold an allocation: the deployment service sets
-``counted`` to give them (none until it does), and ``changed`` to relabel them after
-every committed write (a quota's min decides which of its containers are in-quota).
+``used`` counts the containers that hold an allocation; the caller gives them
+(``Counted``: the containers of some namespaces, as the quota engine sees them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 
 import msgspec
@@ -22,18 +21,17 @@ from coordinator.nodes import NodeRecord, NodeState
 from coordinator.quotas import (
     Container,
     Quota,
-    canonical_quota,
     encode_amounts,
     overquota_amount,
     total_min,
     used,
-    validate_quotas,
 )
-from coordinator.store import Store, Txn
-from shared.codec import json_decoder, to_json
+from coordinator.store import Store
+from shared.codec import json_decoder
 from shared.inventory import Gpu
 
 QUOTA_PREFIX = "/quotas/"
+Counted = Callable[[Iterable[str]], Sequence[Container]]
 GiB = 2**30
 
 _decode_quota: msgspec.json.Decoder[Quota] = json_decoder(Quota)
@@ -62,19 +60,16 @@ class QuotaSummary(msgspec.Struct, frozen=True, kw_only=True):
 
 class QuotaService:
     def __init__(
-        self, store: Store, quotas: Iterable[Quota], *, share_base: int, settings: QuotaSettings
+        self, quotas: Iterable[Quota], *, share_base: int, settings: QuotaSettings
     ) -> None:
-        self._store = store
         self._quotas = {quota.name: quota for quota in quotas}
         self._share_base = share_base
         self._settings = settings
-        self.counted: Callable[[Iterable[str]], Sequence[Container]] = _none_counted
-        self.changed: Callable[[], Awaitable[None]] = _nothing
 
     @classmethod
     async def load(cls, store: Store, *, share_base: int, settings: QuotaSettings) -> QuotaService:
         quotas = [_decode_quota.decode(entry.value) for entry in await store.range(QUOTA_PREFIX)]
-        return cls(store, quotas, share_base=share_base, settings=settings)
+        return cls(quotas, share_base=share_base, settings=settings)
 
     def get(self, kind: str, name: str) -> Quota | None:
         quota = self._quotas.get(name)
@@ -83,43 +78,17 @@ class QuotaService:
     def all(self) -> list[Quota]:
         return [self._quotas[name] for name in sorted(self._quotas)]
 
-    async def put(self, quota: Quota) -> Quota:
-        """Create or replace ``quota``; ``QuotaError`` (nothing changed) if it breaks a rule."""
-        stored = canonical_quota(quota, share_base=self._share_base)
-        validate_quotas([*self._quotas.values(), stored], share_base=self._share_base)
-        previous = self._quotas.get(stored.name)
-        self._quotas[stored.name] = stored
-        try:
-            await self._store.commit(Txn(puts={QUOTA_PREFIX + stored.name: to_json(stored)}))
-        except BaseException:
-            self._restore(stored.name, previous)
-            raise
-        await self.changed()
-        return stored
+    def apply(self, changes: Mapping[str, Quota | None]) -> None:
+        """Take in committed quota writes: name -> the quota, or None once deleted."""
+        for name, quota in changes.items():
+            if quota is None:
+                self._quotas.pop(name, None)
+            else:
+                self._quotas[name] = quota
 
-    async def delete(self, kind: str, name: str) -> bool:
-        """Remove the quota; its containers keep running, unmanaged (quotas spec 2)."""
-        quota = self.get(kind, name)
-        if quota is None:
-            return False
-        del self._quotas[name]
-        try:
-            await self._store.commit(Txn(deletes=(QUOTA_PREFIX + name,)))
-        except BaseException:
-            self._restore(name, quota)
-            raise
-        await self.changed()
-        return True
-
-    def _restore(self, name: str, quota: Quota | None) -> None:
-        if quota is None:
-            self._quotas.pop(name, None)
-        else:
-            self._quotas[name] = quota
-
-    def view(self, quota: Quota) -> QuotaView:
-        counted = self.counted(quota.namespaces)
-        used_q = used(quota, counted, self.gb_per_gpu, share_base=self._share_base)
+    def view(self, quota: Quota, counted: Counted) -> QuotaView:
+        containers = counted(quota.namespaces)
+        used_q = used(quota, containers, self.gb_per_gpu, share_base=self._share_base)
         over = overquota_amount(quota, used_q, share_base=self._share_base)
         return QuotaView(
             name=quota.name,
@@ -133,7 +102,7 @@ class QuotaService:
             ),
         )
 
-    def summary(self, nodes: Sequence[NodeRecord]) -> QuotaSummary:
+    def summary(self, nodes: Sequence[NodeRecord], counted: Counted) -> QuotaSummary:
         quotas = self.all()
         minimum = total_min(quotas, share_base=self._share_base)
         capacity = self.cluster_capacity(nodes)
@@ -144,7 +113,7 @@ class QuotaService:
             if resource in capacity and amount > capacity[resource]
         ]
         return QuotaSummary(
-            quotas=[self.view(quota) for quota in quotas],
+            quotas=[self.view(quota, counted) for quota in quotas],
             total_min=encode_amounts(minimum),
             capacity=encode_amounts(capacity),
             warnings=warnings,
@@ -204,11 +173,3 @@ def _show(resource: str, amount: Fraction) -> str:
     if resource == "memory" and isinstance(value, int):
         return f"{value / GiB:.1f} GiB"
     return str(value)
-
-
-async def _nothing() -> None:
-    """What a quota write sets off while no deployment service listens."""
-
-
-def _none_counted(namespaces: Iterable[str]) -> Sequence[Container]:
-    return ()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from coordinator.deployments.records import ContainerRecord, DeploymentRecord
 from coordinator.events import Note
 from coordinator.placement import NodeState
-from coordinator.quotas import PreemptionRecord
+from coordinator.quotas import PreemptionRecord, Quota
 
 
 @dataclass
@@ -32,6 +32,7 @@ class Decision:
     cordons: dict[str, bool] = field(default_factory=dict)  # node -> cordoned or not
     notes: list[Note] = field(default_factory=list)
     preemptions: list[PreemptionRecord] = field(default_factory=list)
+    quotas: dict[str, Quota | None] = field(default_factory=dict)  # None: deleted
 
     def remove(self, container_id: str, node: str) -> None:
         self.containers.pop(container_id, None)
@@ -56,6 +57,7 @@ class Decision:
             dict(self.cordons),
             list(self.notes),
             list(self.preemptions),
+            dict(self.quotas),
         )
 
     def is_empty(self) -> bool:
@@ -68,6 +70,7 @@ class Decision:
             or self.cordons
             or self.notes
             or self.preemptions
+            or self.quotas
         )
 
     def touched_nodes(self) -> set[str]:

@@ -25,7 +25,7 @@ from coordinator.deployments.records import ContainerRecord, DeploymentRecord, H
 from coordinator.errors import NotFound, UnusableNode
 from coordinator.events import Note
 from coordinator.placement import NodeState, release
-from coordinator.quotas import PreemptionRecord
+from coordinator.quotas import PreemptionRecord, Quota
 from shared.protocol import Limits
 
 
@@ -140,6 +140,16 @@ class Draft:
 
     def cordoned(self, node: str) -> bool:
         return self.change.cordons.get(node, node in self.books.cordoned)
+
+    def quotas(self) -> list[Quota]:
+        """Every quota once this draft is applied, by name."""
+        quotas = {quota.name: quota for quota in self.context.quotas.all()}
+        for name, quota in self.change.quotas.items():
+            if quota is None:
+                quotas.pop(name, None)
+            else:
+                quotas[name] = quota
+        return [quotas[name] for name in sorted(quotas)]
 
     def preemptions(self) -> list[PreemptionRecord]:
         return [*self.books.preemptions, *self.change.preemptions]

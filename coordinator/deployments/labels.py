@@ -26,7 +26,7 @@ def relabel(draft: Draft) -> None:
     dirty, draft.dirty = draft.dirty, set()
     quotas = draft.context.quotas
     share_base = draft.context.share_base
-    governing = {ns: q for q in reversed(quotas.all()) for ns in q.namespaces}
+    governing = {ns: q for q in reversed(draft.quotas()) for ns in q.namespaces}
     labels: dict[str, str] = {}
     done: set[str] = set()
     for namespace in sorted(dirty):
@@ -59,7 +59,7 @@ def relabel_everything(draft: Draft) -> None:
         if record.capacity
     ]
     # Namespaces no quota governs now may hold labels from one deleted since.
-    governed = {ns for q in draft.context.quotas.all() for ns in q.namespaces}
+    governed = {ns for q in draft.quotas() for ns in q.namespaces}
     _write_labels(draft, [r for r in unlabelled if r.namespace not in governed], {})
 
 

@@ -181,7 +181,7 @@ def refused_with_event(
 def counted(draft: Draft) -> list[QuotaContainer]:
     """The containers the quota engine counts: those of the namespaces a quota governs
     (no other can be admitted against, labelled or preempted). O(those containers)."""
-    governed = {ns for quota in draft.context.quotas.all() for ns in quota.namespaces}
+    governed = {ns for quota in draft.quotas() for ns in quota.namespaces}
     return [quota_container(c) for c in draft.of_namespaces(governed)] if governed else []
 
 
@@ -195,7 +195,7 @@ def check_admission(
 ) -> None:
     quotas = draft.context.quotas
     decision = admit(
-        quotas.all(),
+        draft.quotas(),
         counted,
         candidate,
         quotas.gb_per_gpu,
@@ -325,7 +325,7 @@ def _note_admitted(
     which pool, and how the quota that governs the namespace labels them."""
     relabel(draft)  # the labels they will be committed with
     labels = Counter(_placed(draft, cid).capacity for cid in ids)
-    governing = [q.name for q in draft.context.quotas.all() if namespace in q.namespaces]
+    governing = [q.name for q in draft.quotas() if namespace in q.namespaces]
     quota = (
         f"quota {governing[0]}: {labels['in-quota']} in-quota, {labels['over-quota']} over-quota"
         if governing
@@ -348,7 +348,7 @@ def _preempt_for(
     recent = draft.preemptions()
     plans = {
         view.name: plan_preemption(
-            quotas.all(),
+            draft.quotas(),
             quota_counted,
             msgspec.structs.replace(candidate, node=view.name),
             {"cpu": Fraction(sum(view.cores.values()), view.share_base), "memory": view.memory},
@@ -395,11 +395,11 @@ def _admit(draft: Draft, namespace: str, spec: DeploymentSpec, ids: list[str], n
     """The new containers in turn against their quota's max (quotas spec 6), the state
     weighed once (``first_refused``); nothing to weigh where no quota governs."""
     quotas = draft.context.quotas
-    if not any(namespace in quota.namespaces for quota in quotas.all()):
+    if not any(namespace in quota.namespaces for quota in draft.quotas()):
         return
     candidates = [quota_candidate(cid, namespace, spec, now) for cid in ids]
     refused = first_refused(
-        quotas.all(),
+        draft.quotas(),
         counted(draft),
         candidates,
         quotas.gb_per_gpu,

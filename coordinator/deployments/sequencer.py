@@ -37,6 +37,7 @@ from coordinator.deployments.node_records import allocation_key, stored
 from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import container_key, deployment_key
 from coordinator.events import EventLog, Note
+from coordinator.quota_service import QUOTA_PREFIX
 from coordinator.store import Compare, Store, Txn
 from shared.codec import to_json
 from shared.logs import get_logger
@@ -165,6 +166,8 @@ class Sequencer:
             preemptions = [r for r in books.preemptions if r["at"] > recent]
             preemptions.extend(batch.preemptions)
             puts[PREEMPTIONS_KEY] = to_json(preemptions)
+        puts |= {QUOTA_PREFIX + n: to_json(q) for n, q in batch.quotas.items() if q is not None}
+        deletes += [QUOTA_PREFIX + n for n, q in batch.quotas.items() if q is None]
         staged = self._events.stage(batch.notes)
         puts |= staged.puts
         txn = Txn(compares=compares, puts=puts, deletes=(*deletes, *staged.deletes))
@@ -177,6 +180,7 @@ class Sequencer:
                 409,
                 {"nodes": sorted(batch.nodes)},
             )
+        self._context.quotas.apply(batch.quotas)
         touched = books.apply(batch, result.revision)
         books.keep_preemptions(preemptions)
         self._events.confirm(staged)

@@ -3,6 +3,8 @@ relabels; a deleted quota leaves its containers unmanaged), and the agent is tol
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.coordinator.conftest import NAMESPACE, Coordinator, register
 from tests.coordinator.test_deployment_api import DEPLOYMENTS, call, next_desired, spec
 
@@ -32,3 +34,30 @@ async def test_changing_min_relabels_and_pushes_the_labels(cluster: Coordinator)
     assert (await call(cluster, "DELETE", QUOTA))[0] == 200
     assert await labels(cluster) == ["", ""]
     await ws.close()
+
+
+async def test_quota_writes_and_deploys_at_once_leave_memory_equal_to_the_store(
+    cluster: Coordinator,
+) -> None:
+    """Quota writes are decisions like deploys: sent together over real HTTP, each is
+    committed with the labels it moves, and memory is the store afterwards."""
+    await register(cluster, "node-a")
+    tiny = {"resources": {"cpu": "0.1", "memory": "16Mi"}, "cpu_bind": False, "count": 1}
+    writes = [
+        call(cluster, "PUT", QUOTA, {"namespace": NAMESPACE, "min": {"cpu": f"0.{i}"}})
+        for i in range(1, 6)
+    ]
+    deploys = [call(cluster, "POST", DEPLOYMENTS, spec(f"w{i}", **tiny)) for i in range(5)]
+    answers = await asyncio.gather(*writes, *deploys, call(cluster, "DELETE", QUOTA))
+    assert [status for status, _ in answers[:10]] == [200] * 5 + [201] * 5, answers
+    assert answers[10][0] in (200, 404), answers[10]  # deleted, or not there yet
+    stored_quotas = await cluster.stored("/quotas/")
+    shown = (await call(cluster, "GET", "/v1/quotas"))[1]["quotas"]
+    assert sorted(q["name"] for q in shown) == sorted(q["name"] for q in stored_quotas.values())
+    for quota in shown:
+        assert quota["min"] == stored_quotas[f"/quotas/{quota['name']}"]["min"]
+    views = (await call(cluster, "GET", "/v1/containers"))[1]["containers"]
+    stored = await cluster.stored("/containers/")
+    assert {v["record"]["id"]: v["record"] for v in views} == {
+        value["id"]: value for value in stored.values()
+    }
