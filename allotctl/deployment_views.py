@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
-from coordinator.ctl.views import age, timestamp
-from coordinator.deployment_api import ContainerView, DeploymentView, PlacedView
+from allotctl.views import age, timestamp
 from coordinator.deployments.records import ContainerRecord, DeploymentSpec
 from coordinator.events import Event
+from coordinator.http.deployments import ContainerView, DeploymentView, PlacedView
 from shared.codec import json_decoder
 from shared.protocol import ContainerStatus, Limits
 from shared.quantity import format_memory, format_memory_approx

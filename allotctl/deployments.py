@@ -15,9 +15,9 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, get_args
 
-from coordinator.ctl.client import ApiClient, quote
-from coordinator.deployment_api import CONTAINER_FILTERS, EVENT_FILTERS
+from client.api import ApiClient, quote
 from coordinator.deployments.records import Strategy
+from coordinator.http.deployments import CONTAINER_FILTERS, EVENT_FILTERS
 from shared.protocol import RestartPolicy
 
 STRATEGIES: tuple[str, ...] = get_args(Strategy)

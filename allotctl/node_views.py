@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from coordinator.node_admin_api import Allocation
+from coordinator.http.node_admin import Allocation
 from coordinator.placement.docker import cpuset
 from shared.codec import json_decoder
 from shared.quantity import format_cpu, format_memory, format_memory_approx

@@ -8,11 +8,11 @@ import time
 
 import msgspec
 
+from coordinator.http.plans import PlanResponse
 from coordinator.lease_service import ResourceStatus
 from coordinator.lease_views import ResourceLeases
 from coordinator.leases import ResourceTemplate
 from coordinator.nodes import NodeRecord
-from coordinator.plan_api import PlanResponse
 from coordinator.quota_service import QuotaSummary, QuotaView
 from shared.codec import json_decoder
 from shared.inventory_text import describe_inventory
