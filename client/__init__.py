@@ -2,5 +2,6 @@
 
 - ``leases``: ``LeaseClient``, the capacity lease client for asyncio applications;
 - ``rate_limiter``: ``RateLimiter``, which spends a lease's capacity as a rate;
-- ``api``: ``ApiClient``, the small synchronous client ``allotctl`` uses.
+- ``api``: ``ApiClient``, the small synchronous client ``allotctl`` uses;
+- ``answers``: the API's answers as structs a client decodes.
 """
