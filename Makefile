@@ -22,7 +22,7 @@ test: $(INSTALLED)
 	@if [ "$$ALLOT_SKIP_DOCKER_TESTS" = 1 ]; then echo "make: ALLOT_SKIP_DOCKER_TESTS=1: Docker tests will be skipped" >&2; else scripts/provision; fi
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy coordinator agent shared tests
+	$(BIN)/mypy coordinator agent shared client allotctl tests
 	$(BIN)/pytest
 
 clean:

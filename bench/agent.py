@@ -63,8 +63,7 @@ from agent.runtime import labels  # noqa: E402
 from agent.runtime.docker_engine import DockerEngine  # noqa: E402
 from agent.runtime.plan import Host, shared_pool  # noqa: E402
 from agent.runtime.reconciler import Runtime, RuntimeOptions  # noqa: E402
-from agent.runtime.settings import docker_cpuset  # noqa: E402
-from shared.cpuset import CpuSet  # noqa: E402
+from shared.cpuset import CpuSet, docker_cpuset  # noqa: E402
 from shared.logs import configure  # noqa: E402
 from shared.protocol import DesiredContainer, Limits, Status  # noqa: E402
 from tests.docker.cgroups import cgroup_dir  # noqa: E402

@@ -30,11 +30,11 @@ import contextlib
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from coordinator.auth import BEARER_HINT, bearer_token, token_matches
 from coordinator.config import CoordinatorConfig
 from coordinator.deployment_service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
 from coordinator.events import Note
+from coordinator.http.auth import BEARER_HINT, bearer_token, token_matches
 from coordinator.metrics import Metrics
 from coordinator.nodes import node_name_problem
 from coordinator.registry import NodeRegistry

@@ -14,12 +14,17 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
-from coordinator.api import add_routes
-from coordinator.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.config import CoordinatorConfig
-from coordinator.deployment_api import add_deployment_routes
 from coordinator.deployment_service import DeploymentService
 from coordinator.errors import json_errors
+from coordinator.http.auth import AGENT_PATH, api_tokens_middleware
+from coordinator.http.cluster import add_routes
+from coordinator.http.deployments import add_deployment_routes
+from coordinator.http.leases import add_lease_routes
+from coordinator.http.node_admin import add_node_admin_routes
+from coordinator.http.plans import add_plan_routes
+from coordinator.http.pools import add_pool_routes
+from coordinator.http.quotas import add_quota_routes
 from coordinator.keys import (
     CONFIG,
     DEPLOYMENTS,
@@ -31,15 +36,10 @@ from coordinator.keys import (
     REGISTRY,
     STORE,
 )
-from coordinator.lease_api import add_lease_routes
 from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
-from coordinator.node_admin_api import add_node_admin_routes
-from coordinator.openapi import add_openapi_routes
-from coordinator.plan_api import add_plan_routes
-from coordinator.pool_api import add_pool_routes
+from coordinator.openapi.document import add_openapi_routes
 from coordinator.pool_service import PoolService, cluster_total
-from coordinator.quota_api import add_quota_routes
 from coordinator.quota_service import QuotaService
 from coordinator.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore

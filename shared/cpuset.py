@@ -99,3 +99,9 @@ class CpuSet:
 
     def issubset(self, other: CpuSet) -> bool:
         return self._ids <= other._ids
+
+
+def docker_cpuset(cpus: Iterable[int]) -> str:
+    """Ids ascending, joined by commas ("3,5"; "" for none): the form the placement spec
+    writes into a container's ``cpuset_cpus``, which ``CpuSet.parse`` reads back."""
+    return ",".join(map(str, sorted(cpus)))

@@ -27,7 +27,8 @@ from docker.types import DeviceRequest
 
 from agent.runtime import labels
 from agent.runtime.plan import Observed
-from agent.runtime.settings import Settings, docker_cpuset
+from agent.runtime.settings import Settings
+from shared.cpuset import docker_cpuset
 from shared.protocol import DesiredContainer, Limits
 
 # Pinned so that a client can be made while the engine is down (the SDK otherwise asks

@@ -43,8 +43,8 @@ from datetime import datetime
 import msgspec
 
 from agent.runtime.labels import PREFIX, spec_digest
-from agent.runtime.settings import Settings, docker_cpuset
-from shared.cpuset import CpuSet
+from agent.runtime.settings import Settings
+from shared.cpuset import CpuSet, docker_cpuset
 from shared.inventory import Inventory
 from shared.protocol import DesiredContainer, Limits
 

@@ -72,11 +72,6 @@ class Settings:
         return ["memswap_limit"]
 
 
-def docker_cpuset(cpus: CpuSet) -> str:
-    """Ascending ids joined by commas ("3,5"), the form the placement spec writes."""
-    return ",".join(str(cpu) for cpu in cpus)
-
-
 _NAMES = tuple(field.name for field in fields(Settings))
 _MEMORY_FIELDS = frozenset({"mem_limit", "memswap_limit", "mem_reservation"})
 

@@ -16,16 +16,12 @@ from collections.abc import Iterable
 
 from coordinator.placement.node import Plan
 from coordinator.placement.request import MIN_MEMORY, Normalized
+from shared.cpuset import docker_cpuset
 from shared.protocol import Limits
 
 CPU_PERIOD = 100_000  # microseconds: CFS's default period
 FULL_SHARES = 1024  # Docker's default cpu-shares: a whole core's weight
 MIN_SHARES = 2  # the kernel's minimum cpu.shares
-
-
-def cpuset(cores: Iterable[int]) -> str:
-    """Core ids ascending, comma-joined: ``"3,5"`` ("" for none)."""
-    return ",".join(map(str, sorted(cores)))
 
 
 def fragment_shares(pieces: int, share_base: int) -> int:
@@ -46,13 +42,13 @@ def container_limits(plan: Plan, resources: Normalized, shared_pool: Iterable[in
     """
     p = resources.share_base
     if resources.cpu_bind:
-        cpus = cpuset(plan.cores)
+        cpus = docker_cpuset(plan.cores)
         mems = "" if plan.numa is None else str(plan.numa)
         frag = plan.fragment
         shares = FULL_SHARES if frag is None else fragment_shares(plan.cores[frag], p)
         quota = -1
     else:
-        cpus = cpuset(shared_pool)
+        cpus = docker_cpuset(shared_pool)
         mems = ""
         shares = FULL_SHARES
         quota = resources.cpu_limit * CPU_PERIOD // p if resources.cpu_limit else -1

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from coordinator import openapi_examples as ex
 from coordinator.app import make_app
-from coordinator.openapi import openapi_document, resolve
-from coordinator.openapi_operations import OPENAPI_PATH, OPERATIONS
+from coordinator.openapi import examples as ex
+from coordinator.openapi.document import openapi_document, resolve
+from coordinator.openapi.operations import OPENAPI_PATH, OPERATIONS
 from shared.codec import json_decoder, to_json
 from shared.protocol import SUBPROTOCOL
 from tests.coordinator.conftest import (
@@ -218,7 +218,9 @@ def test_every_route_is_documented_and_nothing_else(tmp_path: Path) -> None:
         if route.method != "HEAD" and route.resource is not None
     }
     documented = {(method, path) for path, item in DOCUMENT["paths"].items() for method in item}
-    assert routes - documented == set(), "routes without an entry in openapi_operations"
+    assert routes - documented == set(), (
+        "routes without an entry in coordinator/openapi/operations.py"
+    )
     assert documented - routes == set(), "documented operations the app does not have"
 
 

@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
-from coordinator.auth import principal_for
 from coordinator.errors import Forbidden
-from coordinator.roles import (
+from coordinator.http.auth import principal_for
+from coordinator.http.roles import (
     ADMIN,
     PRINCIPAL,
     Principal,

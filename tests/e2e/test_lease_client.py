@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.lease_client import LeaseClient, LeaseError
-from shared.rate_limiter import RateLimiter
+from client.leases import LeaseClient, LeaseError
+from client.rate_limiter import RateLimiter
 from tests.e2e.processes import API_TOKEN, Service, api
 from tests.polling import eventually
 

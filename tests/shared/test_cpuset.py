@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.cpuset import CpuSet, CpuSetError
+from shared.cpuset import CpuSet, CpuSetError, docker_cpuset
 
 cpu_ids = st.frozensets(st.integers(min_value=0, max_value=4096), max_size=200)
 # Runs of consecutive ids, so ranges appear far more often than with scattered ids.
@@ -194,3 +195,25 @@ def test_set_operations_agree_with_frozenset(a: frozenset[int], b: frozenset[int
     assert set(x - y) == a - b
     assert x.issubset(y) == (a <= b)
     assert list(x) == sorted(a)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "text"),
+    [
+        (CpuSet([3, 0, 2]), "0,2,3"),
+        ([5, 3], "3,5"),
+        (CpuSet([5]), "5"),
+        (CpuSet(range(4)), "0,1,2,3"),
+        (CpuSet(), ""),
+    ],
+)
+def test_docker_cpuset_joins_ascending_ids_with_commas(cpus: Iterable[int], text: str) -> None:
+    assert docker_cpuset(cpus) == text
+
+
+@settings(max_examples=200)
+@given(st.frozensets(st.integers(0, 300), max_size=40))
+def test_docker_cpuset_reads_back_as_the_same_cpus(ids: frozenset[int]) -> None:
+    text = docker_cpuset(CpuSet(ids))
+    assert CpuSet.parse(text) == CpuSet(ids)
+    assert [int(part) for part in text.split(",") if part] == sorted(ids)

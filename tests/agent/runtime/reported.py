@@ -3,7 +3,8 @@ planner that need an observed container already as desired."""
 
 from __future__ import annotations
 
-from agent.runtime.settings import Settings, docker_cpuset
+from agent.runtime.settings import Settings
+from shared.cpuset import docker_cpuset
 from shared.protocol import Limits
 
 

@@ -38,8 +38,8 @@ from agent.runtime.plan import (
     shared_pool,
     target_settings,
 )
-from agent.runtime.settings import Settings, docker_cpuset
-from shared.cpuset import CpuSet
+from agent.runtime.settings import Settings
+from shared.cpuset import CpuSet, docker_cpuset
 from shared.inventory import Cpu, Gpu, Inventory, MigDevice, NumaNode
 from shared.protocol import DesiredContainer, Limits, RestartPolicy
 from tests.agent.runtime.reported import limits_of

@@ -1,7 +1,7 @@
 """The table the OpenAPI document is built from: one ``Operation`` per route.
 
 An operation names its request and success bodies (a struct type, or the name of a
-schema in ``openapi_schemas``), who may call it, the error statuses it can answer and an
+schema in ``schemas``), who may call it, the error statuses it can answer and an
 example of every body. Add an entry with every new route; tests/coordinator/
 test_openapi.py fails until there is one.
 """
@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from coordinator import openapi_examples as ex
-from coordinator.deployment_api import (
+from coordinator.deployments.records import DeploymentSpec
+from coordinator.events import Event
+from coordinator.http.deployments import (
     ContainerView,
     DeltaSpec,
     DeploymentView,
@@ -21,25 +22,24 @@ from coordinator.deployment_api import (
     ReplaceSpec,
     ScaleSpec,
 )
-from coordinator.deployments.records import DeploymentSpec
-from coordinator.events import Event
+from coordinator.http.node_admin import Allocation, CapacitySpec
+from coordinator.http.plans import PlanRequest, PlanResponse
+from coordinator.http.pools import SimulationRequest
+from coordinator.http.quotas import CompositeQuotaBody, ElasticQuotaBody
 from coordinator.lease_service import ResourceStatus
 from coordinator.lease_views import ResourceLeases
 from coordinator.leases import ResourceTemplate
-from coordinator.node_admin_api import Allocation, CapacitySpec
 from coordinator.nodes import NodeRecord
-from coordinator.openapi_schemas import INTEGER, STRING, Schema
-from coordinator.plan_api import PlanRequest, PlanResponse
-from coordinator.pool_api import SimulationRequest
+from coordinator.openapi import examples as ex
+from coordinator.openapi.schemas import INTEGER, STRING, Schema
 from coordinator.pool_service import PoolView
-from coordinator.quota_api import CompositeQuotaBody, ElasticQuotaBody
 from coordinator.quota_service import QuotaSummary, QuotaView
 from shared.lease_protocol import CapacityRequest, CapacityResponse, ReleaseRequest
 from shared.protocol import SUBPROTOCOL
 
 OPENAPI_PATH = "/v1/openapi.json"
 
-# A body: a struct or dataclass type, or the name of a schema in openapi_schemas.SCHEMAS.
+# A body: a struct or dataclass type, or the name of a schema in schemas.SCHEMAS.
 Body = type[Any] | str
 
 # Who may call an operation; the document says it in words and in ``security``.

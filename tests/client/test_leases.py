@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from shared.lease_client import LeaseClient, LeaseError, ResourceHandle
+from client.leases import LeaseClient, LeaseError, ResourceHandle
 from shared.logs import fields_of
+from tests.client.lease_server import TOKEN, LeaseServer, serving, unused_url
 from tests.polling import eventually
-from tests.shared.lease_server import TOKEN, LeaseServer, serving, unused_url
 
 # Quick retries, so that tests about failures stay short.
 FAST_RETRIES: dict[str, Any] = {"backoff_base": 0.01, "backoff_cap": 0.02}

@@ -16,11 +16,11 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, Conflict, NotFound, Unprocessable
+from coordinator.http.bodies import json_response, read_body
+from coordinator.http.roles import require_admin
 from coordinator.keys import DEPLOYMENTS, QUOTAS, REGISTRY
 from coordinator.quotas import COMPOSITE, ELASTIC, Quota, QuotaError
-from coordinator.roles import require_admin
 from shared.codec import json_decoder
 
 

@@ -13,9 +13,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from shared.lease_client import LeaseClient
-from shared.rate_limiter import RateLimiter
-from tests.shared.lease_server import TOKEN, serving
+from client.leases import LeaseClient
+from client.rate_limiter import RateLimiter
+from tests.client.lease_server import TOKEN, serving
 
 
 class SettableRate:

@@ -8,28 +8,25 @@ import time
 
 import msgspec
 
-from coordinator.lease_service import ResourceStatus
-from coordinator.lease_views import ResourceLeases
-from coordinator.leases import ResourceTemplate
-from coordinator.nodes import NodeRecord
-from coordinator.plan_api import PlanResponse
-from coordinator.quota_service import QuotaSummary, QuotaView
+from client.answers import (
+    NodeList,
+    NodeRecord,
+    PlanResponse,
+    QuotaSummary,
+    QuotaView,
+    ResourceLeases,
+    ResourceList,
+    ResourceStatus,
+)
 from shared.codec import json_decoder
 from shared.inventory_text import describe_inventory
 from shared.quantity import format_cpu, format_memory_approx
 from shared.text import table
 
 
-class NodeList(msgspec.Struct):
-    nodes: list[NodeRecord]
-
-
-class ResourceList(msgspec.Struct):
-    templates: list[ResourceTemplate]
-    resources: list[ResourceStatus]
-
-
 class ResourceView(msgspec.Struct):
+    """What ``allotctl resource ID`` fetches: the resource's status and its leases."""
+
     status: ResourceStatus
     leases: ResourceLeases
 

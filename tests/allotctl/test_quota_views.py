@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from coordinator.ctl.views import quotas_table
+from allotctl.views import quotas_table
 
 
 def test_the_quotas_table_shows_memory_in_binary_units() -> None:

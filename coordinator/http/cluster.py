@@ -1,30 +1,18 @@
-"""The HTTP API: health, nodes and metrics. Handlers only read state and shape JSON."""
+"""Health, nodes and metrics over HTTP. Handlers only read state and shape JSON.
+
+GET /healthz            {"status": "ok"} (no token)
+GET /metrics            Prometheus text (no token)
+GET /v1/nodes           every node's record
+GET /v1/nodes/{name}    one node's record
+"""
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-import msgspec
 from aiohttp import web
 
-from coordinator.errors import ApiError, NotFound
+from coordinator.errors import NotFound
+from coordinator.http.bodies import json_response
 from coordinator.keys import LEASES, METRICS, REGISTRY
-from shared.codec import to_json
-
-T = TypeVar("T")
-
-
-def json_response(body: object, status: int = 200) -> web.Response:
-    return web.Response(status=status, body=to_json(body), content_type="application/json")
-
-
-async def read_body(request: web.Request, decoder: msgspec.json.Decoder[T], what: str) -> T:
-    """The request's JSON body decoded by ``decoder``; 400 ``invalid_request`` saying what
-    is wrong where (``what``: "plan request", ...) when it cannot be."""
-    try:
-        return decoder.decode(await request.read())
-    except (msgspec.ValidationError, msgspec.DecodeError) as error:
-        raise ApiError(f"invalid {what}: {error}", code="invalid_request") from error
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -8,8 +8,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from coordinator.ctl.client import ApiClient, quote
-from coordinator.ctl.deployments import key_value
+from allotctl.deployments import key_value
+from client.api import ApiClient, quote
 
 Value = TypeVar("Value")
 MODES = ("absolute", "delta")

@@ -15,12 +15,13 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, get_args
 
-from coordinator.ctl.client import ApiClient, quote
-from coordinator.deployment_api import CONTAINER_FILTERS, EVENT_FILTERS
-from coordinator.deployments.records import Strategy
+from client.api import ApiClient, quote
 from shared.protocol import RestartPolicy
 
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
+# What the API takes; tests/allotctl/test_answers.py checks them against the server's.
+STRATEGIES = ("auto", "each", "fill", "global", "drained")
+CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")
+EVENT_FILTERS = ("namespace", "deployment", "container", "node", "kind")
 RESTART_POLICIES: tuple[str, ...] = get_args(RestartPolicy)
 CAPACITY_LABELS = ("in-quota", "over-quota")
 

@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 
-from coordinator import openapi_examples as ex
-from coordinator.ctl.client import describe_details
-from coordinator.ctl.deployment_views import (
+from allotctl.deployment_views import (
     container_details,
     containers_table,
     deleted_view,
@@ -24,7 +22,7 @@ from coordinator.ctl.deployment_views import (
     realloc_view,
     replaced_view,
 )
-from coordinator.ctl.deployments import (
+from allotctl.deployments import (
     containers_path,
     deletion_path,
     deployment_spec,
@@ -32,10 +30,12 @@ from coordinator.ctl.deployments import (
     realloc_delta,
     replacement,
 )
-from coordinator.ctl.main import main, parse
-from coordinator.deployment_api import ContainerView
+from allotctl.main import main, parse
+from client.api import describe_details
 from coordinator.deployments.records import ContainerRecord, HistoryEntry
 from coordinator.events import Event
+from coordinator.http.deployments import ContainerView
+from coordinator.openapi import examples as ex
 from shared.codec import to_json
 from shared.protocol import ContainerStatus, Limits
 from tests.coordinator.conftest import API_TOKEN, Coordinator, register

@@ -2,7 +2,7 @@
 
     async with LeaseClient("http://coordinator:7600", token=api_token) as client:
         writes = await client.resource("db.write", wants=25)
-        limiter = RateLimiter(writes)        # shared.rate_limiter spends writes.capacity
+        limiter = RateLimiter(writes)        # client.rate_limiter spends writes.capacity
         await writes.ask(40)
 
 The client is ``client_id`` within a namespace. ``namespace`` names it in every request;

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.ctl.main import main
-from coordinator.ctl.views import resource_details
+from allotctl.main import main
+from allotctl.views import resource_details
 from shared.codec import to_json
 from tests.coordinator.conftest import API_TOKEN, NAMESPACE, NAMESPACE_TOKEN, Coordinator
 

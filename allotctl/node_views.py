@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import msgspec
 
-from coordinator.node_admin_api import Allocation
-from coordinator.placement.docker import cpuset
+from client.answers import Allocation, Cordoned
 from shared.codec import json_decoder
+from shared.cpuset import docker_cpuset
 from shared.quantity import format_cpu, format_memory, format_memory_approx
 from shared.text import table
-
-
-class Cordoned(msgspec.Struct, frozen=True):
-    node: str
-    cordoned: bool
-    released: list[str] = []  # drain's: the containers moved off the node
-    placed_again: dict[str, str | None] = {}  # drain's: each one's replacement, if any
-
 
 _allocation: msgspec.json.Decoder[Allocation] = json_decoder(Allocation)
 _cordoned: msgspec.json.Decoder[Cordoned] = json_decoder(Cordoned)
@@ -41,7 +33,7 @@ def allocation_view(body: bytes) -> str:
             ("share base", f"{node.share_base} pieces per core"),
             ("memory", f"{_memory(node.memory_used)} of {_memory(node.memory)} used"),
             ("numa memory", ", ".join(f"{n}={_memory(b)}" for n, b in numa_memory.items()) or "-"),
-            ("shared pool", cpuset(node.shared_pool) or "- (every core is bound)"),
+            ("shared pool", docker_cpuset(node.shared_pool) or "- (every core is bound)"),
             ("extended", _extended(node)),
             ("containers", _containers(node.containers)),
             ("version", node.version),

@@ -14,32 +14,22 @@ from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 
-from coordinator.ctl.views import age, timestamp
-from coordinator.deployment_api import ContainerView, DeploymentView, PlacedView
-from coordinator.deployments.records import ContainerRecord, DeploymentSpec
-from coordinator.events import Event
+from allotctl.views import age, timestamp
+from client.answers import (
+    ContainerList,
+    ContainerRecord,
+    ContainerView,
+    Deleted,
+    DeploymentList,
+    DeploymentSpec,
+    DeploymentView,
+    EventList,
+    PlacedView,
+)
 from shared.codec import json_decoder
 from shared.protocol import ContainerStatus, Limits
 from shared.quantity import format_memory, format_memory_approx
 from shared.text import table
-
-
-class ContainerList(msgspec.Struct, frozen=True):
-    containers: list[ContainerView]
-
-
-class DeploymentList(msgspec.Struct, frozen=True):
-    deployments: list[DeploymentView]
-
-
-class EventList(msgspec.Struct, frozen=True):
-    events: list[Event]
-
-
-class Deleted(msgspec.Struct, frozen=True):
-    deleted: str
-    containers: list[str] = []  # a deployment's, as they were removed with it
-
 
 _container: msgspec.json.Decoder[ContainerView] = json_decoder(ContainerView)
 _containers: msgspec.json.Decoder[ContainerList] = json_decoder(ContainerList)

@@ -31,7 +31,6 @@ import msgspec
 from aiohttp import web
 from msgspec import Meta
 
-from coordinator.api import json_response, read_body
 from coordinator.deployment_service import DeploymentService
 from coordinator.deployments.outcome import DeployOutcome, DeployRefused
 from coordinator.deployments.records import (
@@ -41,9 +40,10 @@ from coordinator.deployments.records import (
     DeploymentSpec,
 )
 from coordinator.errors import ApiError, NotFound, Unprocessable
+from coordinator.http.bodies import json_response, read_body
+from coordinator.http.roles import principal_of, require_namespace
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import Delta
-from coordinator.roles import principal_of, require_namespace
 from shared.codec import json_decoder
 from shared.container_spec import container_problems
 from shared.protocol import ContainerStatus

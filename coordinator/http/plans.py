@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import msgspec
 from aiohttp import web
 
-from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, Conflict, UnusableNode
+from coordinator.http.bodies import json_response, read_body
 from coordinator.keys import CONFIG, REGISTRY
 from coordinator.nodes import NodeState
 from coordinator.placement import Node, Placement, PlacementError, Planner, Request, place

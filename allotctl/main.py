@@ -45,9 +45,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.ctl import deployments, nodes
-from coordinator.ctl.client import ApiClient, ApiClientError, quote
-from coordinator.ctl.deployment_views import (
+from allotctl import deployments, nodes
+from allotctl.deployment_views import (
     container_details,
     containers_table,
     deleted_view,
@@ -58,9 +57,9 @@ from coordinator.ctl.deployment_views import (
     realloc_view,
     replaced_view,
 )
-from coordinator.ctl.node_views import allocation_view, cordoned_view, drained_view
-from coordinator.ctl.plot import PlotUnavailable, plot_simulation
-from coordinator.ctl.views import (
+from allotctl.node_views import allocation_view, cordoned_view, drained_view
+from allotctl.plot import PlotUnavailable, plot_simulation
+from allotctl.views import (
     node_details,
     nodes_table,
     plan_tables,
@@ -72,6 +71,7 @@ from coordinator.ctl.views import (
     resources_tables,
     simulation_table,
 )
+from client.api import ApiClient, ApiClientError, quote
 
 DEFAULT_SERVER = "http://127.0.0.1:7600"
 SEPARATOR = "--"  # what follows it is a container's command (deploy, replace)

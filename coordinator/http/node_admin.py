@@ -22,11 +22,11 @@ from typing import Literal
 import msgspec
 from aiohttp import web
 
-from coordinator.api import json_response, read_body
 from coordinator.deployment_service import DeploymentService
+from coordinator.http.bodies import json_response, read_body
+from coordinator.http.roles import ADMIN, Principal, principal_of, require_admin
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import NodeState
-from coordinator.roles import ADMIN, Principal, principal_of, require_admin
 from shared.codec import json_decoder
 
 

@@ -17,7 +17,7 @@ from aiohttp.typedefs import Middleware
 
 from coordinator.config import CoordinatorConfig
 from coordinator.errors import Handler, Unauthorized
-from coordinator.roles import ADMIN, PRINCIPAL, Principal, namespace_principal
+from coordinator.http.roles import ADMIN, PRINCIPAL, Principal, namespace_principal
 
 OPEN_PATHS = frozenset({"/healthz", "/metrics"})
 AGENT_PATH = "/v1/agent"

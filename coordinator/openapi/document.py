@@ -1,8 +1,8 @@
 """``GET /v1/openapi.json``: an OpenAPI 3.1 document of the coordinator's HTTP API.
 
-The document is built once, on first use, from the table in ``openapi_operations``.
+The document is built once, on first use, from the table in ``operations``.
 Struct bodies get their JSON Schema from msgspec (``schema_components``); the plain
-dicts handlers build have schemas written in ``openapi_schemas``; every error answer
+dicts handlers build have schemas written in ``schemas``; every error answer
 shares one ``Error`` schema through ``components/responses``.
 
 tests/coordinator/test_openapi.py keeps the document honest: it lists exactly the routes
@@ -20,8 +20,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from coordinator.openapi_examples import ERRORS, MORE_ERRORS
-from coordinator.openapi_operations import (
+from coordinator.openapi.examples import ERRORS, MORE_ERRORS
+from coordinator.openapi.operations import (
     ERROR_RESPONSES,
     OPENAPI_PATH,
     OPERATIONS,
@@ -33,7 +33,7 @@ from coordinator.openapi_operations import (
     Param,
     Who,
 )
-from coordinator.openapi_schemas import REFINED, SCHEMAS, STRING, Schema, ref
+from coordinator.openapi.schemas import REFINED, SCHEMAS, STRING, Schema, ref
 from shared.codec import to_json
 from shared.cpuset import CpuSet
 from shared.protocol import SUBPROTOCOL

@@ -9,14 +9,14 @@ import json
 import msgspec
 import pytest
 
-from coordinator import openapi_examples as ex
-from coordinator.ctl.node_views import allocation_view, cordoned_view, drained_view
-from coordinator.ctl.nodes import capacity
-from coordinator.ctl.views import plan_tables
-from coordinator.node_admin_api import Allocation
+from allotctl.node_views import allocation_view, cordoned_view, drained_view
+from allotctl.nodes import capacity
+from allotctl.views import plan_tables
+from coordinator.http.node_admin import Allocation
+from coordinator.openapi import examples as ex
 from shared.codec import to_json
+from tests.allotctl.test_deployments import allotctl, parsed
 from tests.coordinator.conftest import Coordinator, register
-from tests.coordinator.test_ctl_deployments import allotctl, parsed
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

@@ -18,11 +18,11 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from coordinator.api import json_response, read_body
 from coordinator.errors import ApiError, NotFound, Unprocessable
+from coordinator.http.bodies import json_response, read_body
+from coordinator.http.roles import require_admin
 from coordinator.keys import POOLS
 from coordinator.pools import ROOT, PoolError, simulate
-from coordinator.roles import require_admin
 from shared.codec import json_decoder
 
 _decode_object: msgspec.json.Decoder[dict[str, Any]] = json_decoder(dict[str, Any])

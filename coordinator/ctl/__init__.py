@@ -1,1 +1,0 @@
-"""``allotctl``: the operator's command line for the coordinator's HTTP API."""
