@@ -222,7 +222,7 @@ class _Direction(Generic[F]):
             return self._decoder.decode(data)
         except msgspec.ValidationError as error:
             raise self._explain(data, error) from error
-        except msgspec.DecodeError as error:
+        except (msgspec.DecodeError, UnicodeDecodeError) as error:  # a str not UTF-8
             raise ProtocolError(
                 "not_msgpack", f"frame is not valid MessagePack: {error}"
             ) from error
@@ -249,7 +249,7 @@ _TYPE_TAG_PATH = re.compile(r"at `\$\.type`|required field `type`")
 def _frame_type_of(data: bytes) -> object:
     try:
         raw = msgspec.msgpack.decode(data)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     return raw.get("type") if isinstance(raw, dict) else None
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from shared.cpuset import CpuSet
@@ -626,6 +626,8 @@ def decodes_or_protocol_error(data: bytes) -> None:
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=256))
+@example(b"\x81\xa1\x80\x01")  # a map whose key is not UTF-8
+@example(b"\x82\xa1a\x01\xa1\x80\x01")  # ... after a key that is
 def test_arbitrary_bytes_only_ever_raise_protocol_error(data: bytes) -> None:
     decodes_or_protocol_error(data)
 
