@@ -137,6 +137,7 @@ async def _deployments(app: web.Application) -> AsyncIterator[None]:
     releaser = asyncio.create_task(_release_lost(service, config.lost_node_grace_seconds))
     yield
     await _stop(releaser)
+    service.close()
 
 
 async def _release_lost(service: DeploymentService, grace: float) -> None:

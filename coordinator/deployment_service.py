@@ -285,6 +285,9 @@ class DeploymentService:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
+    def close(self) -> None:
+        self._sequencer.close()
+
     async def settled(self) -> None:
         """Wait until the swap ends agents reported are committed (or failed)."""
         while self._tasks:

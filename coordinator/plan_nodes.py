@@ -16,7 +16,7 @@ import msgspec
 
 from coordinator.errors import NotFound, UnusableNode
 from coordinator.placement import Node, PlacementError
-from coordinator.registry import NodeRegistry
+from coordinator.registry import NodeRecords
 from shared.inventory import Inventory
 from shared.quantity import QuantityError, parse_count, parse_memory
 
@@ -51,7 +51,7 @@ def node_from_inventory(name: str, inventory: Inventory, *, share_base: int) -> 
     )
 
 
-def registered_node(registry: NodeRegistry, name: str, *, share_base: int) -> Node:
+def registered_node(registry: NodeRecords, name: str, *, share_base: int) -> Node:
     """The registered node ``name`` from its inventory; ``UnusableNode`` when its record
     breaks today's rules or the placement engine cannot take it (either way a record an
     older version stored: a hello that breaks them is refused), ``NotFound`` when there

@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
@@ -50,6 +52,31 @@ def loaded_record(value: bytes) -> tuple[NodeRecord, str | None]:
         return record, str(fault_of(value, broken, msgspec.json.decode))
     violations = inventory_violations(record.inventory)
     return record, summary(violations) if violations else None
+
+
+class NodeRecords(Protocol):
+    """Node records to read: the registry, or a frozen copy of it."""
+
+    def get(self, name: str) -> NodeRecord | None: ...
+
+    def all(self) -> list[NodeRecord]: ...
+
+    def unusable(self, name: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class FrozenNodes:
+    records: dict[str, NodeRecord]
+    why_unusable: dict[str, str]
+
+    def get(self, name: str) -> NodeRecord | None:
+        return self.records.get(name)
+
+    def all(self) -> list[NodeRecord]:
+        return [self.records[name] for name in sorted(self.records)]
+
+    def unusable(self, name: str) -> str | None:
+        return self.why_unusable.get(name)
 
 
 class NodeRegistry:
@@ -118,6 +145,11 @@ class NodeRegistry:
 
     def get(self, name: str) -> NodeRecord | None:
         return self._records.get(name)
+
+    def frozen(self) -> FrozenNodes:
+        """The records as they are now, unchanged by what happens next: for deciding
+        off the event loop, where this registry goes on changing. O(nodes)."""
+        return FrozenNodes(dict(self._records), dict(self._unusable))
 
     def all(self) -> list[NodeRecord]:
         return [self._records[name] for name in sorted(self._records)]

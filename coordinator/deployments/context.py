@@ -3,6 +3,7 @@ configured now, the share base and the clock. Decisions never write through it."
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,18 +14,25 @@ from coordinator.placement import NodeState
 from coordinator.plan_nodes import registered_node
 from coordinator.pool_service import PoolService
 from coordinator.quota_service import QuotaService
-from coordinator.registry import NodeRegistry
+from coordinator.registry import NodeRecords, NodeRegistry
 from shared.inventory import Inventory
 
 
 @dataclass
 class Context:
-    registry: NodeRegistry
+    registry: NodeRecords
     quotas: QuotaService
     pools: PoolService
     share_base: int
     clock: Callable[[], float] = time.time
     _fresh: dict[str, tuple[Inventory, NodeState]] = field(default_factory=dict)
+
+    def frozen(self) -> Context:
+        """This context over the node records as they are now (``NodeRegistry.frozen``),
+        for deciding off the event loop; it shares the cache of fresh states."""
+        registry = self.registry
+        nodes = registry.frozen() if isinstance(registry, NodeRegistry) else registry
+        return dataclasses.replace(self, registry=nodes)
 
     def ready_nodes(self) -> list[str]:
         return [r.name for r in self.registry.all() if r.state == NodeHealth.READY]

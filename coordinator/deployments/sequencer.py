@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from coordinator.deployments.books import Books
@@ -46,6 +47,8 @@ log = get_logger("allot.coordinator.deployments")
 
 T = TypeVar("T")
 Decider = Callable[[Draft], T]
+Queued = tuple[Decider[Any], "asyncio.Future[Any]"]
+Answer = tuple["asyncio.Future[Any]", Any, Exception | None]
 Publisher = Callable[[set[str]], None]
 
 CORDON_PREFIX = "/cordoned/"
@@ -82,7 +85,8 @@ class Sequencer:
         self._context = context
         self._events = events
         self._settle = settle  # run on each draft after its decider (quota labels)
-        self._queue: list[tuple[Decider[Any], asyncio.Future[Any]]] = []
+        self._queue: list[Queued] = []
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="allot-decide")
         self._runner: asyncio.Task[None] | None = None
         self._publishers: list[Publisher] = []
 
@@ -90,6 +94,10 @@ class Sequencer:
         """``publisher(nodes)`` is called after every commit that changed those nodes'
         desired state. It must not block: it is called on the commit path."""
         self._publishers.append(publisher)
+
+    def close(self) -> None:
+        """Let the deciding thread go (a decision under way still finishes)."""
+        self._thread.shutdown(wait=False)
 
     async def decide(self, decider: Decider[T]) -> T:
         """What ``decider`` returned, once its change is committed and applied."""
@@ -110,25 +118,15 @@ class Sequencer:
             del self._queue[:MOST_PER_BATCH]
             await self._batch(queued)
 
-    async def _batch(self, queued: list[tuple[Decider[Any], asyncio.Future[Any]]]) -> None:
-        batch = Decision()
-        answers: list[tuple[asyncio.Future[Any], Any, Exception | None]] = []
-        for decider, future in queued:
-            if future.done():  # its caller is gone: never accepted, so never decided
-                continue
-            draft = Draft(self._books, self._context, batch.copy())
-            try:
-                value = decider(draft)
-                self._settle(draft)
-            except Refused as refused:
-                batch.notes.extend(refused.notes)
-                answers.append((future, None, refused.error))
-                continue
-            except Exception as error:
-                answers.append((future, None, error))
-                continue
-            batch = draft.change
-            answers.append((future, value, None))
+    async def _batch(self, queued: list[Queued]) -> None:
+        # Deciding runs on a thread of its own, over a frozen copy of the node records:
+        # a 1,000-container deployment on 10,000 nodes takes a few hundred milliseconds
+        # to place, and on the event loop it held up every lease and heartbeat that long.
+        # Nothing else changes the books meanwhile (only this task applies commits), and
+        # the thread hands the event loop the interpreter every few milliseconds.
+        context = self._context.frozen()
+        loop = asyncio.get_running_loop()
+        batch, answers = await loop.run_in_executor(self._thread, self._decide, queued, context)
         try:
             if not batch.is_empty():
                 await self._commit(batch)
@@ -146,6 +144,29 @@ class Sequencer:
                 future.set_result(value)
             else:
                 future.set_exception(refusal)
+
+    def _decide(self, queued: list[Queued], context: Context) -> tuple[Decision, list[Answer]]:
+        """Run each decider on the books and the batch before it; the batch, and each
+        caller's answer or error (answered once the batch is committed)."""
+        batch = Decision()
+        answers: list[Answer] = []
+        for decider, future in queued:
+            if future.done():  # its caller is gone: never accepted, so never decided
+                continue
+            draft = Draft(self._books, context, batch.copy())
+            try:
+                value = decider(draft)
+                self._settle(draft)
+            except Refused as refused:
+                batch.notes.extend(refused.notes)
+                answers.append((future, None, refused.error))
+                continue
+            except Exception as error:
+                answers.append((future, None, error))
+                continue
+            batch = draft.change
+            answers.append((future, value, None))
+        return batch, answers
 
     async def _commit(self, batch: Decision) -> None:
         books = self._books

@@ -125,6 +125,7 @@ async def scenario(ops: list[Op], directory: Path) -> None:
     try:
         service = await load(store)
         registry = service._context.registry
+        assert isinstance(registry, NodeRegistry)
         for node in NODES:
             inventory = make_inventory()
             await registry.hello(node, inventory=inventory, address="127.0.0.1", agent_version="t")
@@ -135,6 +136,8 @@ async def scenario(ops: list[Op], directory: Path) -> None:
         again = await load(store)
         again.check_indexes()
         assert _plain(again) == _plain(service)
+        again.close()
+        service.close()
     finally:
         await store.close()
 
@@ -179,6 +182,7 @@ async def _counts(directory: Path) -> tuple[int, int]:
     store = await SqliteStore.open(directory / "allot.db")
     try:
         service = await load(store)
+        service.close()
         return len(service.containers()), len(service.deployments())
     finally:
         await store.close()
