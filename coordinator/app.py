@@ -16,10 +16,10 @@ from aiohttp import web
 from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
 from coordinator.deployment_service import DeploymentService
-from coordinator.errors import json_errors
 from coordinator.http.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.http.cluster import add_routes
 from coordinator.http.deployments import add_deployment_routes
+from coordinator.http.errors import json_errors
 from coordinator.http.leases import add_lease_routes
 from coordinator.http.node_admin import add_node_admin_routes
 from coordinator.http.plans import add_plan_routes

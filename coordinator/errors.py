@@ -1,25 +1,15 @@
-"""API errors: a small hierarchy carrying data, mapped to HTTP in one place.
-
-Every error response has the body ``{"error": {"code", "message", "details"}}``.
-"""
+"""Refusals: a small hierarchy carrying data (a code, a message, the numbers in
+``details``) and a ``kind`` -- what went wrong in the request's own terms. The HTTP layer
+maps kinds to statuses in one place (``coordinator.http.errors``); nothing else here or
+below knows HTTP."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-
-from aiohttp import web
-
-from coordinator.store import StoreError
-from shared.codec import to_json
-from shared.logs import get_logger
-
-log = get_logger("allot.coordinator.http")
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from collections.abc import Mapping
 
 
 class ApiError(Exception):
-    status = 400
+    kind = "bad_request"
     code = "bad_request"
 
     def __init__(
@@ -37,33 +27,33 @@ class ApiError(Exception):
 
 
 class Unauthorized(ApiError):
-    status = 401
+    kind = "unauthorized"
     code = "unauthorized"
 
 
 class Forbidden(ApiError):
     """A valid token whose role may not do this (a namespace token changing configuration)."""
 
-    status = 403
+    kind = "forbidden"
     code = "forbidden"
 
 
 class NotFound(ApiError):
-    status = 404
+    kind = "not_found"
     code = "not_found"
 
 
 class Unprocessable(ApiError):
     """The request is well-formed but breaks a rule of what it describes."""
 
-    status = 422
+    kind = "invalid"
     code = "unprocessable"
 
 
 class Conflict(ApiError):
     """The request is valid but the cluster's state cannot satisfy it (capacity, ...)."""
 
-    status = 409
+    kind = "conflict"
     code = "conflict"
 
 
@@ -79,35 +69,3 @@ class UnusableNode(Conflict):
         super().__init__(message, details={"node": node, "reason": reason})
         self.node = node
         self.reason = reason
-
-
-def error_response(
-    status: int, code: str, message: str, details: Mapping[str, object] | None = None
-) -> web.Response:
-    body = {"error": {"code": code, "message": message, "details": dict(details or {})}}
-    headers = {"WWW-Authenticate": 'Bearer realm="allot"'} if status == 401 else None
-    return web.Response(
-        status=status, body=to_json(body), content_type="application/json", headers=headers
-    )
-
-
-@web.middleware
-async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every failure, ours or aiohttp's (404, 405, 413), into the JSON error body."""
-    try:
-        return await handler(request)
-    except ApiError as error:
-        return error_response(error.status, error.code, error.message, error.details)
-    except StoreError as error:
-        log.error("store unavailable", method=request.method, path=request.path, reason=error)
-        return error_response(503, "store_unavailable", "the state store failed; nothing changed")
-    except web.HTTPException as error:
-        if error.status < 400:
-            raise
-        code = error.reason.lower().replace(" ", "_")
-        return error_response(
-            error.status, code, f"{error.reason}: {request.method} {request.path}"
-        )
-    except Exception:
-        log.exception("request failed", method=request.method, path=request.path)
-        return error_response(500, "internal", "internal error; the coordinator log has details")

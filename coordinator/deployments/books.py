@@ -129,7 +129,8 @@ class Books:
                 self._index(record)
         for node in change.nodes:
             for container_id in self._by_node.get(node, ()):
-                self._recharge(container_id)
+                if container_id not in change.containers:  # charged just above
+                    self._recharge(container_id)
         for key, deployment in change.deployments.items():
             self.deployments[key] = deployment
         for key in change.removed_deployments:

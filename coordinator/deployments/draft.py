@@ -2,7 +2,7 @@
 batch and its own writes on top.
 
     draft = Draft(books, context, batch.copy())
-    record = draft.live(container_id)          # NotFound, or 409 while it is swapped out
+    record = draft.live(container_id)          # NotFound, or a conflict while it is swapped out
     draft.release(record)                      # its allocation goes back to its node
     draft.put_container(fresh)
     draft.change                               # what the sequencer commits
@@ -59,7 +59,7 @@ class Draft:
 
     def live(self, container_id: str) -> ContainerRecord:
         """The live container ``container_id``, which a request may change: ``NotFound``
-        when there is none, 409 ``swap_under_way`` while a new container replaces it."""
+        when there is none, a conflict ``swap_under_way`` while a new container replaces it."""
         record = self.container(container_id)
         if record is not None:
             return record
@@ -71,7 +71,7 @@ class Draft:
             "swap_under_way",
             f"{container_id} is being replaced by {old.replaced_by}; wait until the swap"
             f" is done, or change {old.replaced_by}",
-            409,
+            "conflict",
             {"container": container_id, "replaced_by": old.replaced_by},
         )
 

@@ -67,7 +67,7 @@ def deploy(draft: Draft, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
             "invalid",
             "deployment_exists",
             f"deployment {namespace}/{spec.name} exists; scale or delete it",
-            409,
+            "conflict",
             {"namespace": namespace, "deployment": spec.name},
         )
     now = draft.context.clock()
@@ -167,7 +167,7 @@ def normalized(draft: Draft, spec: DeploymentSpec) -> Normalized:
             draft.context.share_base,
         )
     except PlacementError as error:
-        raise refused_by_placement("invalid", error, 422) from error
+        raise refused_by_placement("invalid", error, "invalid") from error
 
 
 def refused_with_event(
@@ -207,7 +207,7 @@ def check_admission(
             "quota",
             decision.code or "quota_max_exceeded",
             decision.reason,
-            decision.status or 403,
+            "forbidden",
             dict(decision.details) | extra,
         )
 
@@ -283,14 +283,14 @@ def _place_one_by_one(
                 "capacity",
                 "insufficient_devices",
                 f"no ready node has the devices for one more container ({need})",
-                409,
+                "conflict",
                 {**shortage(need, free), "admitted_before_refusal": index},
             )
         try:
             placement = place(views, resources, 1, "auto", spec.nodes_limit, beside)
         except PlacementError as error:
             if not preempt:
-                refusal = refused_by_placement("capacity", error, 409)
+                refusal = refused_by_placement("capacity", error, "conflict")
                 refusal.details["admitted_before_refusal"] = index
                 raise refusal from error
             node = _preempt_for(draft, candidate, views, quota_counted, now)
@@ -366,7 +366,7 @@ def _preempt_for(
             "capacity",
             "insufficient_capacity",
             f"no node has room for {candidate.name} and no preemption is allowed",
-            409,
+            "conflict",
             {"preemption": {name: plan.reason for name, plan in plans.items()}},
         )
     plan = plans[node]
@@ -386,7 +386,7 @@ def _placement_on(draft: Draft, node: str, resources: Normalized, index: int) ->
     try:
         return place([draft.node_state(node).view()], resources, 1, "auto")
     except PlacementError as error:
-        refusal = refused_by_placement("capacity", error, 409)
+        refusal = refused_by_placement("capacity", error, "conflict")
         refusal.details["admitted_before_refusal"] = index
         raise refusal from error
 
@@ -411,7 +411,7 @@ def _admit(draft: Draft, namespace: str, spec: DeploymentSpec, ids: list[str], n
             "quota",
             decision.code or "quota_max_exceeded",
             decision.reason,
-            decision.status or 403,
+            "forbidden",
             dict(decision.details) | {"admitted_before_refusal": index},
         )
 
@@ -426,7 +426,7 @@ def _placement(
     try:
         return place(views, resources, spec.count, spec.strategy, spec.nodes_limit, existing)
     except PlacementError as error:
-        refusal = refused_by_placement("capacity", error, 409)
+        refusal = refused_by_placement("capacity", error, "conflict")
         refusal.details["capacities"] = Planner(views, resources).capacities()
         raise refusal from error
 
@@ -453,7 +453,7 @@ def _assign_all(
             try:
                 moved = assign(state, container_id, plan, resources)
             except PlacementError as error:  # the plan was made on this very state
-                raise refused_by_placement("capacity", error, 409) from error
+                raise refused_by_placement("capacity", error, "conflict") from error
             state = moved.state
             draft.put_node(state)
             draft.record_limits(moved.updates, node)

@@ -14,7 +14,7 @@ import msgspec
 
 from coordinator.deployments.books import Books
 from coordinator.deployments.draft import Draft
-from coordinator.deployments.outcome import DeployRefused
+from coordinator.deployments.outcome import DeployRefused, Kind
 from coordinator.deployments.records import HistoryEntry
 from coordinator.deployments.translate import subtree
 from coordinator.placement import Normalized
@@ -26,18 +26,18 @@ QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less
 
 def check_pool_use(draft: Draft, namespace: str, pool: str) -> None:
     """``DeployRefused`` unless ``namespace`` may place containers in ``pool``
-    (``pools.access``): 422 ``unknown_pool``, 403 ``pool_forbidden``."""
+    (``pools.access``): invalid ``unknown_pool``, forbidden ``pool_forbidden``."""
     refused = pool_access(draft.context.pools.config()["pools"], namespace, pool)
     if refused is not None:
-        status = 422 if refused.code == "unknown_pool" else 403
+        kind: Kind = "invalid" if refused.code == "unknown_pool" else "forbidden"
         details: dict[str, object] = {"namespace": namespace, "pool": pool}
-        raise DeployRefused("pool", refused.code, refused.message, status, details)
+        raise DeployRefused("pool", refused.code, refused.message, kind, details)
 
 
 def check_pool_limits(draft: Draft, pool: str, resources: Normalized, count: int) -> None:
     """``count`` more containers of ``resources`` in ``pool`` must keep the pool and each
     of its ancestors within its ``resource_limits`` (over its whole subtree's containers);
-    ``DeployRefused`` (403, reason "pool") with the numbers otherwise. A pool not in the
+    ``DeployRefused`` (forbidden, reason "pool") with the numbers otherwise. A pool not in the
     tree limits nothing. O(depth x subtree) index lookups."""
     pools = draft.context.pools.config()["pools"]
     share_base = draft.context.share_base
@@ -62,7 +62,7 @@ def check_pool_limits(draft: Draft, pool: str, resources: Normalized, count: int
                         "pool_limit_exceeded",
                         f"pool {name!r}: {resource} used {taken:g} + request"
                         f" {adding.get(resource, 0.0):g} > limit {float(limit):g}",
-                        403,
+                        "forbidden",
                         {"pool": name, "resource": resource, "used": taken, "limit": limit},
                     )
         name = pools[name].get("parent")

@@ -198,7 +198,7 @@ class Sequencer:
                 "conflict",
                 "conflict",
                 "another writer changed these nodes' allocations; try again",
-                409,
+                "conflict",
                 {"nodes": sorted(batch.nodes)},
             )
         self._context.quotas.apply(batch.quotas)

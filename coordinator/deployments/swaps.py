@@ -29,7 +29,7 @@ def start_swap(
     draft: Draft, container_id: str, image: str, command: list[str] | None
 ) -> ContainerRecord:
     """Start swapping in a new container with a new image (and command, if given) in
-    ``container_id``'s allocation; the new record. 409 while that container is in a
+    ``container_id``'s allocation; the new record. A conflict while that container is in a
     swap, as the new or the old one."""
     record = draft.live(container_id)
     if record.replaces:
@@ -37,7 +37,7 @@ def start_swap(
             "invalid",
             "swap_under_way",
             f"{container_id} is still replacing {record.replaces}; wait until it is done",
-            409,
+            "conflict",
             {"container": container_id, "replaces": record.replaces},
         )
     fresh = new_id(record.namespace, record.deployment)

@@ -16,7 +16,8 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from coordinator.config import CoordinatorConfig
-from coordinator.errors import Handler, Unauthorized
+from coordinator.errors import Unauthorized
+from coordinator.http.errors import Handler
 from coordinator.http.roles import ADMIN, PRINCIPAL, Principal, namespace_principal
 
 OPEN_PATHS = frozenset({"/healthz", "/metrics"})

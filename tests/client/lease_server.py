@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from coordinator.errors import error_response
+from coordinator.http.errors import error_response
 from tests import loopback
 
 TOKEN = "lease-test-token-0123456789"

@@ -261,7 +261,7 @@ def test_require_admin() -> None:
     require_admin(request_as(ADMIN), "changing pools")
     with pytest.raises(Forbidden) as caught:
         require_admin(request_as(namespace_principal(["b", "a"])), "changing pools")
-    assert (caught.value.status, caught.value.code) == (403, "forbidden")
+    assert (caught.value.kind, caught.value.code) == ("forbidden", "forbidden")
     assert caught.value.message == (
         "changing pools needs an admin token; this is a token for namespaces a, b"
     )
