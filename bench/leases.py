@@ -15,6 +15,14 @@ Sections, each a function that prints its own figures (no assertions):
   every decision committed before the answer) driven by ``wrk`` from a separate process
   with ``--clients`` distinct client ids over ``--connections`` connections: requests/s
   and p50/p99 latency, first cold (every id is new), then in steady state.
+  ``--heap-containers N`` first fills its store with N containers (memory mode, 100 a
+  node, deployments of 1,000, written as the coordinator writes them), so that the
+  coordinator serves leases with all of them loaded, a long-lived heap as in a big
+  cluster. ``--gc default`` runs it without its start-up GC settings
+  (``coordinator.main.settle_heap``), for comparison. The coordinator then also prints
+  its garbage collections while serving: per generation how many, the longest and the
+  total pause. ``--pool-update-seconds`` sets its pool update period: each update walks
+  every container, so with a big heap it is a stall of its own to keep apart.
 
 The engine sections run single-threaded in this process; times are wall-clock, best of
 a few runs for the pure functions. Not part of ``make test``.
@@ -23,6 +31,7 @@ a few runs for the pure functions. Not part of ``make test``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import gc
 import random
@@ -161,9 +170,160 @@ def _wrk(url: str, script: Path, seconds: int, connections: int) -> dict[str, fl
     return figures
 
 
-def http_benchmark(clients: int, seconds: int, connections: int) -> None:
+# Runs the coordinator with a garbage collector callback that times every collection
+# once it is ready (READY=1, after start-up and its GC settings), and prints them per
+# generation on the way out. "default": as before ``settle_heap`` existed (the collector
+# on while the store loads, nothing frozen), for the comparison.
+_LAUNCHER = """
+import gc, sys, time, types
+import coordinator.main as main
+
+pauses = {0: [], 1: [], 2: []}
+began = [0.0, False]
+
+
+def timing(phase, info):
+    if phase == "start":
+        began[0] = time.perf_counter()
+    elif began[1]:
+        pauses[info["generation"]].append(time.perf_counter() - began[0])
+
+
+def notify(*lines):
+    began[1] = began[1] or "READY=1" in lines
+    return announce(*lines)
+
+
+gc.callbacks.append(timing)
+announce = main.notify
+main.notify = notify
+if sys.argv[1] == "default":  # as before settle_heap: the collector on throughout
+    main.gc = types.SimpleNamespace(disable=lambda: None)
+    main.settle_heap = lambda: None
+code = main.main(sys.argv[2:])
+for generation, times in pauses.items():
+    print(
+        f"gc generation {generation}: {len(times)} collections, longest"
+        f" {max(times, default=0) * 1e3:.1f} ms, total {sum(times) * 1e3:.0f} ms",
+        flush=True,
+    )
+sys.exit(code)
+"""
+
+
+async def _seed(directory: Path, containers: int) -> None:
+    """Fill the store in ``directory`` with ``containers`` memory-mode containers of
+    0.1 CPU and 256 MiB: 100 a node on nodes of 24 CPUs and 128 GiB, registered as an
+    agent's hello registers them, in deployments ``web-<k>`` of 1,000 (container i of
+    deployment i // 1,000 on node i % nodes). The records are the coordinator's own
+    (``stored`` allocation states, ``ContainerRecord``, ``DeploymentRecord``), committed
+    100 nodes at a time."""
+    from coordinator.deployments.node_records import allocation_key, stored
+    from coordinator.deployments.records import (
+        ContainerRecord,
+        DeploymentRecord,
+        DeploymentSpec,
+        HistoryEntry,
+        ResourcesSpec,
+        container_key,
+        deployment_key,
+    )
+    from coordinator.placement import Allocation, MiB, NodeState, Request
+    from coordinator.placement.engine import memory_plan
+    from coordinator.plan_nodes import node_from_inventory
+    from coordinator.registry import NodeRegistry
+    from coordinator.store import Txn
+    from coordinator.store.sqlite import SqliteStore
+    from shared.codec import to_json
+    from shared.cpuset import CpuSet
+    from shared.inventory import Cpu, Inventory, NumaNode
+
+    nodes = -(-containers // 100)
+    store = await SqliteStore.open(directory / "allot.db")
+    registry = await NodeRegistry.load(store, lease_seconds=3600.0)
+    resources = Request("0.1", 256 * MiB).normalized(100)
+    plan = memory_plan(resources)
+    now = time.time()
+    puts: dict[str, bytes] = {}
+    for k in range(-(-containers // 1000)):
+        spec = DeploymentSpec(
+            name=f"web-{k}",
+            image="busybox",
+            count=1000,
+            resources=ResourcesSpec(cpu="0.1", memory="256Mi"),
+            restart_policy="always",
+        )
+        record = DeploymentRecord(namespace="bench", spec=spec, created=now)
+        puts[deployment_key("bench", spec.name)] = to_json(record)
+    halves = [CpuSet(range(12)), CpuSet(range(12, 24))]
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        inventory = Inventory(
+            hostname=name,
+            cpus=[Cpu(id=c, core=c, package=c // 12, numa=c // 12) for c in range(24)],
+            online=CpuSet(range(24)),
+            isolated=CpuSet(),
+            reserved=CpuSet(),
+            numa_nodes=[
+                NumaNode(id=i, cpus=halves[i], memory=64 << 30, distances={0: 10, 1: 20})
+                for i in (0, 1)
+            ],
+            memory=128 << 30,
+        )
+        await registry.hello(name, inventory=inventory, address="127.0.0.1", agent_version="b")
+        view = node_from_inventory(name, inventory, share_base=100)
+        ids = {f"bench-web-{i // 1000}-{i:06d}": i // 1000 for i in range(n, containers, nodes)}
+        state = NodeState(
+            name,
+            view.cores,
+            numa=view.numa,
+            memory=view.memory,
+            numa_memory=view.numa_memory,
+            share_base=100,
+            allocations={cid: Allocation(plan, resources) for cid in ids},
+        )
+        puts[allocation_key(name)] = to_json(stored(state))
+        for cid, k in ids.items():
+            container = ContainerRecord(
+                id=cid,
+                namespace="bench",
+                deployment=f"web-{k}",
+                node=name,
+                image="busybox",
+                command=[],
+                env={},
+                labels={},
+                restart_policy="always",
+                cpu_bind=False,
+                requests={"cpu": "0.1", "memory": "256Mi"},
+                priority=0,
+                pool="bench",
+                created=now,
+                capacity="",
+                limits=state.limits(cid),
+                history=[HistoryEntry(at=now, event="placed", detail=f"on {name}")],
+            )
+            puts[container_key(cid)] = to_json(container)
+        if n % 100 == 99 or n == nodes - 1:
+            await store.commit(Txn(puts=puts))
+            puts = {}
+    await store.close()
+
+
+def http_benchmark(
+    clients: int,
+    seconds: int,
+    connections: int,
+    heap_containers: int = 0,
+    gc_mode: str = "tuned",
+    pool_period: float = 0.0,
+) -> None:
     """A real coordinator on loopback, driven by wrk from another process."""
-    print(f"== HTTP: POST /v1/capacity, {clients:,} distinct clients, {connections} connections ==")
+    heap = f", {heap_containers:,} containers loaded" if heap_containers else ""
+    print(
+        f"== HTTP: POST /v1/capacity, {clients:,} distinct clients, {connections} connections"
+        f"{heap}, GC {gc_mode} =="
+    )
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install -y wrk); skipping the HTTP benchmark")
         return
@@ -172,16 +332,26 @@ def http_benchmark(clients: int, seconds: int, connections: int) -> None:
         config = Path(workdir) / "coordinator.toml"
         config.write_text(
             f'join_token = "{secrets.token_urlsafe(24)}"\napi_tokens = ["{token}"]\n'
+            # No agent is connected: the seeded nodes must not be lost while it runs.
+            "lease_seconds = 3600\nlost_node_grace_seconds = 3600\n"
             '[[resources]]\nidentifier_glob = "bench"\ncapacity = 100000\n'
             '[resources.algorithm]\nkind = "FAIR_SHARE"\nlease_length = 300\n'
             "refresh_interval = 10\nlearning_mode_duration = 0\n"
+            + (f"[pools]\nfair_share_update_period = {pool_period:g}\n" if pool_period else "")
         )
+        if heap_containers:
+            started = time.perf_counter()
+            asyncio.run(_seed(Path(workdir), heap_containers))
+            print(f"store filled in {time.perf_counter() - started:.1f} s")
         script = Path(workdir) / "capacity.lua"
         script.write_text(_WRK_SCRIPT % {"clients": clients, "token": token})
         log = (Path(workdir) / "coordinator.log").open("w+")
         coordinator = subprocess.Popen(
             [
-                str(Path(sys.executable).parent / "allot-coordinator"),
+                sys.executable,
+                "-c",
+                _LAUNCHER,
+                gc_mode,
                 f"--config={config}",
                 f"--data-dir={workdir}",
                 "--port=0",
@@ -191,7 +361,10 @@ def http_benchmark(clients: int, seconds: int, connections: int) -> None:
             stderr=subprocess.STDOUT,
         )
         try:
+            started = time.perf_counter()
             url = _listening_url(coordinator, Path(workdir) / "coordinator.log")
+            if heap_containers:
+                print(f"coordinator ready in {time.perf_counter() - started:.1f} s")
             for phase in ("first requests + refreshes (cold)", "refreshes (steady state)"):
                 figures = _wrk(url, script, seconds, connections)
                 goal = figures["requests_per_s"] >= 5000 and figures["p99"] < 20
@@ -204,12 +377,16 @@ def http_benchmark(clients: int, seconds: int, connections: int) -> None:
                 )
         finally:
             coordinator.terminate()
-            coordinator.wait(timeout=30)
+            coordinator.wait(timeout=60)
+            log.seek(0)
+            for line in log.read().splitlines():
+                if line.startswith("gc generation"):
+                    print(line)
             log.close()
 
 
 def _listening_url(coordinator: subprocess.Popen[bytes], log: Path) -> str:
-    for _ in range(200):
+    for _ in range(2400):  # two minutes: a store of 100,000 containers loads in seconds
         match = re.search(r"coordinator listening url=(\S+)", log.read_text())
         if match:
             return match.group(1)
@@ -226,12 +403,34 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=10_000, help="distinct HTTP clients")
     parser.add_argument("--seconds", type=int, default=10, help="length of each HTTP run")
     parser.add_argument("--connections", type=int, default=32, help="concurrent connections")
+    parser.add_argument(
+        "--heap-containers", type=int, default=0, help="containers loaded in the coordinator"
+    )
+    parser.add_argument(
+        "--gc",
+        choices=("tuned", "default"),
+        default="tuned",
+        help="the coordinator's start-up GC settings, or Python's defaults",
+    )
+    parser.add_argument(
+        "--pool-update-seconds",
+        type=float,
+        default=0.0,
+        help="the coordinator's fair_share_update_period (0: its default)",
+    )
     args = parser.parse_args()
     if not args.http_only:
         engine_benchmark()
         if args.block_sizes:
             block_size_sweep()
-    http_benchmark(args.clients, args.seconds, args.connections)
+    http_benchmark(
+        args.clients,
+        args.seconds,
+        args.connections,
+        args.heap_containers,
+        args.gc,
+        args.pool_update_seconds,
+    )
 
 
 if __name__ == "__main__":
