@@ -37,7 +37,8 @@ cores, no Docker) run in ``--workers`` processes of their own, as does the lease
 
 Latencies are wall clock, ``time.monotonic`` in every process. A step that does not finish
 within ``--timeout`` seconds ends the run with what was measured and exit status 1.
-``--json`` also writes the figures to a file. The benchmark is not part of ``make test``;
+``--json`` also writes the figures to a file; ``--keep`` keeps the temporary directory
+with the store and the coordinator's log. The benchmark is not part of ``make test``;
 its smoke test (``tests/bench/test_fleet_smoke.py``, ``--smoke``, checking sense, not
 speed) is.
 """
@@ -52,6 +53,7 @@ import multiprocessing
 import os
 import resource
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -75,6 +77,7 @@ from fleet_agents import (
     FAILED,
     HELD,
     REFUSED,
+    WELCOMES,
     FleetOptions,
     Shapes,
 )
@@ -85,6 +88,7 @@ LEASE_RESOURCE = "fleet"
 IMAGE = "allot/busybox:test"
 MB = 1e6
 POLL_SECONDS = 0.005
+PROGRESS_SECONDS = 15.0
 SMOKE = {
     "agents": 20,
     "containers": 200,
@@ -245,6 +249,18 @@ class Fleet:
     def total(self, column: int) -> int:
         return fleet_agents.total(self.counts, column, self.workers)
 
+    def __str__(self) -> str:
+        columns = (
+            ("connected", CONNECTED),
+            ("welcomes", WELCOMES),
+            ("held", HELD),
+            ("acknowledged", ACKNOWLEDGED),
+            ("dropped", DROPPED),
+            ("failed attempts", FAILED),
+            ("refused", REFUSED),
+        )
+        return ", ".join(f"{name} {self.total(column):,}" for name, column in columns)
+
     def last_acknowledged_at(self) -> float:
         return float(max(self.stamps))
 
@@ -330,6 +346,11 @@ class LeaseFigures:
 # -- figures ------------------------------------------------------------------------------
 
 
+def ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, NaN for a denominator of 0 (a clock tick too short)."""
+    return numerator / denominator if denominator else math.nan
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The nearest-rank q-quantile of ``values`` (NaN when empty)."""
     if not values:
@@ -359,6 +380,10 @@ class Figures:
     post_last_p50_ms: float = math.nan
     post_last_p99_ms: float = math.nan
     post_last_over_first: float = math.nan  # of the p50s
+    # The coordinator's CPU time while each POST was under way, which other processes on
+    # the host slow down less than the wall clock: p50 of the first and last tenth.
+    post_cpu_first_p50_ms: float = math.nan
+    post_cpu_last_p50_ms: float = math.nan
     lease_idle: LeaseFigures | None = None
     lease_deploys: LeaseFigures | None = None
     sessions_dropped: int = 0  # during the deploys
@@ -380,9 +405,11 @@ class Figures:
     held_before_restart: int = 0
     restart_ready_s: float = math.nan
     restart_reconnected_s: float = math.nan
+    restart_agents_back: int = 0  # agents in a session when the wait for all of them ended
     held_after_restart: int = 0
     failed: str = ""
     posts_ms: list[float] = field(default_factory=list)
+    post_cpus_ms: list[float] = field(default_factory=list)
 
 
 class _Record(msgspec.Struct):
@@ -404,6 +431,8 @@ _decode_placed = msgspec.json.Decoder(_Placed)
 
 
 class Bench:
+    """The steps of a run, each printing its figures as it ends, all kept in ``figures``."""
+
     def __init__(
         self,
         args: argparse.Namespace,
@@ -420,11 +449,17 @@ class Bench:
         self.figures = Figures(agents=args.agents)
 
     async def until(self, what: str, done: Callable[[], bool]) -> float:
-        """Seconds until ``done()``; raises ``Failed`` after ``--timeout``."""
+        """Seconds until ``done()``; raises ``Failed`` after ``--timeout``. A long wait
+        shows the fleet's counts on stderr every ``PROGRESS_SECONDS``."""
         started = time.monotonic()
+        shown = started
         while not done():
-            if time.monotonic() - started > self.args.timeout:
-                raise Failed(f"{what}: not within {self.args.timeout:g} s")
+            now = time.monotonic()
+            if now - started > self.args.timeout:
+                raise Failed(f"{what}: not within {self.args.timeout:g} s ({self.fleet})")
+            if now - shown > PROGRESS_SECONDS:
+                print(f"  waiting {now - started:4.0f} s for {what}: {self.fleet}", file=sys.stderr)
+                shown = now
             self.coordinator.check_alive()
             await asyncio.sleep(POLL_SECONDS)
         return time.monotonic() - started
@@ -504,7 +539,7 @@ class Bench:
         last_answer = time.monotonic()
         committed = figures.containers_committed
         figures.commit_s = last_answer - first
-        figures.committed_per_s = committed / figures.commit_s
+        figures.committed_per_s = ratio(committed, figures.commit_s)
         try:
             await self.until(
                 "every committed container acknowledged",
@@ -520,14 +555,17 @@ class Bench:
                 figures.others_cpu_s,
             ) = meter.read()
         figures.acknowledge_s = self.fleet.last_acknowledged_at() - first
-        figures.acknowledged_per_s = committed / figures.acknowledge_s
+        figures.acknowledged_per_s = ratio(committed, figures.acknowledge_s)
         tenth = max(1, len(figures.posts_ms) // 10)
         head, tail = figures.posts_ms[:tenth], figures.posts_ms[-tenth:]
         figures.post_first_p50_ms = percentile(head, 0.5)
         figures.post_first_p99_ms = percentile(head, 0.99)
         figures.post_last_p50_ms = percentile(tail, 0.5)
         figures.post_last_p99_ms = percentile(tail, 0.99)
-        figures.post_last_over_first = figures.post_last_p50_ms / figures.post_first_p50_ms
+        figures.post_last_over_first = ratio(figures.post_last_p50_ms, figures.post_first_p50_ms)
+        head, tail = figures.post_cpus_ms[:tenth], figures.post_cpus_ms[-tenth:]
+        figures.post_cpu_first_p50_ms = percentile(head, 0.5)
+        figures.post_cpu_last_p50_ms = percentile(tail, 0.5)
         if leases is not None:
             samples, rate = leases.finish(args.timeout), args.lease_rate
             figures.lease_idle = LeaseFigures.of(samples, first - args.lease_idle, first, rate)
@@ -541,7 +579,9 @@ class Bench:
         figures = self.figures
         every = max(1, len(sizes) // 10)
         for number, size in enumerate(sizes):
+            cpu = cpu_seconds(self.coordinator.pid)
             took, placed, refusal = await self.deploy(f"d{number:05d}", size)
+            figures.post_cpus_ms.append((cpu_seconds(self.coordinator.pid) - cpu) * 1e3)
             figures.posts_ms.append(took * 1e3)
             figures.containers_committed += placed
             if refusal:
@@ -576,12 +616,16 @@ class Bench:
             f" p99 {f.post_first_p99_ms:8,.0f} ms\n"
             f"               last tenth  p50 {f.post_last_p50_ms:8,.0f} ms"
             f" p99 {f.post_last_p99_ms:8,.0f} ms; last/first {f.post_last_over_first:.1f}x\n"
+            f"  coordinator CPU while a POST was under way, p50: first tenth"
+            f" {f.post_cpu_first_p50_ms:,.0f} ms, last tenth {f.post_cpu_last_p50_ms:,.0f} ms;"
+            f" last/first {ratio(f.post_cpu_last_p50_ms, f.post_cpu_first_p50_ms):.1f}x\n"
             f"{leases}"
             f"  agent sessions dropped meanwhile: {f.sessions_dropped}\n"
             f"  CPU meanwhile ({f.cpu_window_s:.1f} s on {f.host_cpus} CPUs): the coordinator"
-            f" {f.coordinator_cpu_s:.1f} s ({f.coordinator_cpu_s / f.cpu_window_s:.0%} of one"
-            f" core), this benchmark's processes {f.bench_cpu_s:.1f} s, other processes on"
-            f" the host {f.others_cpu_s:.1f} s\n"
+            f" {f.coordinator_cpu_s:.1f} s ({ratio(f.coordinator_cpu_s, f.cpu_window_s):.0%} of one"
+            f" core; {ratio(f.containers_committed, f.coordinator_cpu_s):,.0f} containers per"
+            f" second of its CPU), this benchmark's processes {f.bench_cpu_s:.1f} s, other"
+            f" processes on the host {f.others_cpu_s:.1f} s\n"
             f"coordinator loaded: RSS {f.coordinator_rss_mb:,.0f} MB; the agents' processes"
             f" {f.agents_rss_mb:,.0f} MB ({f.agents_rss_mb * MB / f.agents / 1e3:,.0f} kB per"
             " agent)"
@@ -589,6 +633,8 @@ class Bench:
 
     async def singles(self) -> None:
         figures = self.figures
+        if not self.args.singles:
+            return
         posts, acknowledged = [], []
         for number in range(self.args.singles):
             before = self.fleet.total(ACKNOWLEDGED)
@@ -621,11 +667,14 @@ class Bench:
         self.coordinator.start()
         await self.ready()
         figures.restart_ready_s = time.monotonic() - started
-        await self.until(
-            "every agent welcomed again", lambda: fleet.total(CONNECTED) == fleet.agents
-        )
+        try:
+            await self.until(
+                "every agent welcomed again", lambda: fleet.total(CONNECTED) == fleet.agents
+            )
+        finally:
+            figures.restart_agents_back = fleet.total(CONNECTED)
+            figures.held_after_restart = fleet.total(HELD)
         figures.restart_reconnected_s = time.monotonic() - started
-        figures.held_after_restart = fleet.total(HELD)
         same = "all" if figures.held_after_restart == figures.held_before_restart else "NOT all"
         print(
             f"restart (SIGKILL, same store): /healthz after {figures.restart_ready_s:.2f} s"
@@ -723,6 +772,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="where the store goes")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the store and the log")
     if argv is None:
         argv = sys.argv[1:]
     if "--smoke" in argv:
@@ -738,8 +788,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     raise_file_limit(args.agents)
-    with tempfile.TemporaryDirectory(prefix="allot-fleet-", dir=args.workdir) as directory:
-        figures = asyncio.run(run(args, Path(directory)))
+    directory = Path(tempfile.mkdtemp(prefix="allot-fleet-", dir=args.workdir))
+    try:
+        figures = asyncio.run(run(args, directory))
+    finally:
+        if args.keep:
+            print(f"fleet: the store and the coordinator's log are in {directory}")
+        else:
+            shutil.rmtree(directory)
     if args.json is not None:
         args.json.write_text(json.dumps(without_nan(asdict(figures)), indent=2) + "\n")
     return 1 if figures.failed else 0

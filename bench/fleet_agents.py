@@ -59,6 +59,7 @@ from shared.protocol import (
 GiB = 1024**3
 CORE_COUNTS = (8, 16, 24, 32, 48, 64, 96, 128)
 AGENT_VERSION = "fleet-bench"
+# Longer than the agent's 10 s: a slow welcome is measured rather than given up on.
 WELCOME_TIMEOUT_SECONDS = 30.0
 HANDSHAKE_TIMEOUT = aiohttp.ClientTimeout(total=60.0)
 

@@ -55,5 +55,6 @@ def test_the_smoke_run_acknowledges_every_container_and_survives_a_restart(
     assert figures["single_post_p50_ms"] > 0
     # 200 containers and 5 single ones, all in the welcomes after the restart
     assert figures["held_before_restart"] == figures["held_after_restart"] == 205
+    assert figures["restart_agents_back"] == 20
     assert 0 < figures["restart_ready_s"] <= figures["restart_reconnected_s"]
     assert "containers/s" in run.stdout
