@@ -87,14 +87,37 @@ class NodeState:
     _view: Node | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        cores, numa, memory, numa_memory = check_topology(
+        cores, numa, _memory, numa_memory = check_topology(
             self.name, self.cores, self.numa, self.memory, self.numa_memory, self.share_base
         )
         if type(self.version) is not int or self.version < 0:
             raise invalid_request(
                 "version", self.version, "must be an integer >= 0", node=self.name
             )
-        allocations = dict(self.allocations)
+        setattr_ = object.__setattr__
+        setattr_(self, "cores", cores)
+        setattr_(self, "numa", numa)
+        setattr_(self, "numa_memory", numa_memory)
+        self._derive(dict(self.allocations))
+
+    @classmethod
+    def _with_allocations(cls, state: NodeState, allocations: dict[str, Allocation]) -> NodeState:
+        """``state`` with these allocations and the next version. Its topology was checked
+        when ``state`` was built and is not checked again: that check was the largest
+        part of assigning a container (py-spy of bench/fleet.py), and every assign,
+        release, replace and realloc made a new state. O(the allocations' cores)."""
+        new: NodeState = object.__new__(cls)
+        setattr_ = object.__setattr__
+        for name in ("name", "cores", "numa", "memory", "numa_memory", "share_base"):
+            setattr_(new, name, getattr(state, name))
+        setattr_(new, "version", state.version + 1)
+        new._derive(allocations)
+        return new
+
+    def _derive(self, allocations: dict[str, Allocation]) -> None:
+        """Check ``allocations`` against the (checked) topology and set them with the
+        derived fields."""
+        cores, numa, memory, numa_memory = self.cores, self.numa, self.memory, self.numa_memory
         used = dict.fromkeys(cores, 0)
         numa_used = dict.fromkeys(sorted(set(numa.values())) if numa else (), 0)
         memory_used = 0
@@ -126,9 +149,6 @@ class NodeState:
                         node=self.name,
                     )
         setattr_ = object.__setattr__
-        setattr_(self, "cores", cores)
-        setattr_(self, "numa", numa)
-        setattr_(self, "numa_memory", numa_memory)
         setattr_(self, "allocations", allocations)
         setattr_(self, "used", used)
         setattr_(self, "memory_used", memory_used)
@@ -250,6 +270,10 @@ def _check_allocation(
 
 
 def _evolve(state: NodeState, **changes: object) -> NodeState:
+    if changes.keys() == {"allocations"}:  # the topology stays: checked once is enough
+        allocations = changes["allocations"]
+        assert isinstance(allocations, dict)
+        return NodeState._with_allocations(state, allocations)
     return dataclasses.replace(state, version=state.version + 1, **changes)  # type: ignore[arg-type]
 
 
