@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from coordinator.deployments.records import ContainerRecord, DeploymentRecord
 from coordinator.errors import ApiError
 from coordinator.placement import PlacementError
+from shared.api.containers import ContainerRecord
+from shared.api.deployments import DeploymentRecord
 from shared.resource_names import extended_name_problem
 
 

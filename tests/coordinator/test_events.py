@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.events import KEEP, Event, EventLog, Note, event_key
+from coordinator.events import KEEP, EventLog, Note, event_key
 from coordinator.store import Txn
 from coordinator.store.sqlite import SqliteStore
+from shared.api.events import Event
 
 
 def at(value: float = 100.0) -> float:
