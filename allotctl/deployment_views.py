@@ -12,32 +12,28 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 
-import msgspec
-
 from allotctl.views import age, timestamp
-from client.answers import (
-    ContainerList,
-    ContainerRecord,
-    ContainerView,
+from client.answers import AnswerDecoder
+from shared.api.containers import ContainerList, ContainerRecord, ContainerView
+from shared.api.deployments import (
     Deleted,
     DeploymentList,
     DeploymentSpec,
     DeploymentView,
-    EventList,
     PlacedView,
 )
-from shared.codec import json_decoder
+from shared.api.events import EventList
 from shared.protocol import ContainerStatus, Limits
 from shared.quantity import format_memory, format_memory_approx
 from shared.text import table
 
-_container: msgspec.json.Decoder[ContainerView] = json_decoder(ContainerView)
-_containers: msgspec.json.Decoder[ContainerList] = json_decoder(ContainerList)
-_deployment: msgspec.json.Decoder[DeploymentView] = json_decoder(DeploymentView)
-_placed: msgspec.json.Decoder[PlacedView] = json_decoder(PlacedView)
-_deployments: msgspec.json.Decoder[DeploymentList] = json_decoder(DeploymentList)
-_deleted: msgspec.json.Decoder[Deleted] = json_decoder(Deleted)
-_events: msgspec.json.Decoder[EventList] = json_decoder(EventList)
+_container = AnswerDecoder(ContainerView)
+_containers = AnswerDecoder(ContainerList)
+_deployment = AnswerDecoder(DeploymentView)
+_placed = AnswerDecoder(PlacedView)
+_deployments = AnswerDecoder(DeploymentList)
+_deleted = AnswerDecoder(Deleted)
+_events = AnswerDecoder(EventList)
 
 COLUMNS: dict[str, Callable[[ContainerView], object]] = {
     "ID": lambda view: view.record.id,

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, get_args
 
 from client.api import ApiClient, quote
+from shared.api.containers import CONTAINER_FILTERS
+from shared.api.deployments import Strategy
+from shared.api.events import EVENT_FILTERS
 from shared.protocol import RestartPolicy
 
-# What the API takes; tests/allotctl/test_answers.py checks them against the server's.
-STRATEGIES = ("auto", "each", "fill", "global", "drained")
-CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")
-EVENT_FILTERS = ("namespace", "deployment", "container", "node", "kind")
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
 RESTART_POLICIES: tuple[str, ...] = get_args(RestartPolicy)
 CAPACITY_LABELS = ("in-quota", "over-quota")
 

@@ -7,16 +7,14 @@ in its largest exact binary unit, or to one decimal when no unit divides it.
 
 from __future__ import annotations
 
-import msgspec
-
-from client.answers import Allocation, Cordoned
-from shared.codec import json_decoder
+from client.answers import AnswerDecoder
+from shared.api.node_admin import Allocation, Cordoned
 from shared.cpuset import docker_cpuset
 from shared.quantity import format_cpu, format_memory, format_memory_approx
 from shared.text import table
 
-_allocation: msgspec.json.Decoder[Allocation] = json_decoder(Allocation)
-_cordoned: msgspec.json.Decoder[Cordoned] = json_decoder(Cordoned)
+_allocation = AnswerDecoder(Allocation)
+_cordoned = AnswerDecoder(Cordoned)
 
 
 def allocation_view(body: bytes) -> str:

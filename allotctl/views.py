@@ -8,17 +8,11 @@ import time
 
 import msgspec
 
-from client.answers import (
-    NodeList,
-    NodeRecord,
-    PlanResponse,
-    QuotaSummary,
-    QuotaView,
-    ResourceLeases,
-    ResourceList,
-    ResourceStatus,
-)
-from shared.codec import json_decoder
+from client.answers import AnswerDecoder
+from shared.api.leases import ResourceLeases, ResourceList, ResourceStatus
+from shared.api.nodes import NodeList, NodeRecord
+from shared.api.plans import PlanResponse
+from shared.api.quotas import QuotaSummary, QuotaView
 from shared.inventory_text import describe_inventory
 from shared.quantity import format_cpu, format_memory_approx
 from shared.text import table
@@ -31,12 +25,12 @@ class ResourceView(msgspec.Struct):
     leases: ResourceLeases
 
 
-_nodes: msgspec.json.Decoder[NodeList] = json_decoder(NodeList)
-_node: msgspec.json.Decoder[NodeRecord] = json_decoder(NodeRecord)
-_resources: msgspec.json.Decoder[ResourceList] = json_decoder(ResourceList)
-_resource: msgspec.json.Decoder[ResourceView] = json_decoder(ResourceView)
-_plan: msgspec.json.Decoder[PlanResponse] = json_decoder(PlanResponse)
-_quotas: msgspec.json.Decoder[QuotaSummary] = json_decoder(QuotaSummary)
+_nodes = AnswerDecoder(NodeList)
+_node = AnswerDecoder(NodeRecord)
+_resources = AnswerDecoder(ResourceList)
+_resource = AnswerDecoder(ResourceView)
+_plan = AnswerDecoder(PlanResponse)
+_quotas = AnswerDecoder(QuotaSummary)
 
 
 def nodes_table(body: bytes) -> str:

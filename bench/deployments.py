@@ -35,11 +35,11 @@ sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").reso
 
 from coordinator.config import PoolSettings, QuotaSettings  # noqa: E402
 from coordinator.deployment_service import DeploymentService  # noqa: E402
-from coordinator.deployments.records import DeploymentSpec, ResourcesSpec  # noqa: E402
 from coordinator.pool_service import PoolService  # noqa: E402
 from coordinator.quota_service import QuotaService  # noqa: E402
 from coordinator.registry import NodeRegistry  # noqa: E402
 from coordinator.store.sqlite import SqliteStore  # noqa: E402
+from shared.api.deployments import DeploymentSpec, ResourcesSpec  # noqa: E402
 from shared.cpuset import CpuSet  # noqa: E402
 from shared.inventory import Cpu, Inventory, NumaNode  # noqa: E402
 

@@ -219,21 +219,15 @@ async def _seed(directory: Path, containers: int) -> None:
     (``stored`` allocation states, ``ContainerRecord``, ``DeploymentRecord``), committed
     100 nodes at a time."""
     from coordinator.deployments.node_records import allocation_key, stored
-    from coordinator.deployments.records import (
-        ContainerRecord,
-        DeploymentRecord,
-        DeploymentSpec,
-        HistoryEntry,
-        ResourcesSpec,
-        container_key,
-        deployment_key,
-    )
+    from coordinator.deployments.records import container_key, deployment_key
     from coordinator.placement import Allocation, MiB, NodeState, Request
     from coordinator.placement.engine import memory_plan
     from coordinator.plan_nodes import node_from_inventory
     from coordinator.registry import NodeRegistry
     from coordinator.store import Txn
     from coordinator.store.sqlite import SqliteStore
+    from shared.api.containers import ContainerRecord, HistoryEntry
+    from shared.api.deployments import DeploymentRecord, DeploymentSpec, ResourcesSpec
     from shared.codec import to_json
     from shared.cpuset import CpuSet
     from shared.inventory import Cpu, Inventory, NumaNode

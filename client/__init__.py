@@ -3,5 +3,6 @@
 - ``leases``: ``LeaseClient``, the capacity lease client for asyncio applications;
 - ``rate_limiter``: ``RateLimiter``, which spends a lease's capacity as a rate;
 - ``api``: ``ApiClient``, the small synchronous client ``allotctl`` uses;
-- ``answers``: the API's answers as structs a client decodes.
+- ``answers``: ``AnswerDecoder``, which reads the API's answers as the structs of
+  ``shared.api``, ignoring fields a newer coordinator added.
 """

@@ -42,13 +42,7 @@ from coordinator.deployments.draft import Draft
 from coordinator.deployments.labels import relabel, relabel_everything
 from coordinator.deployments.node_records import ALLOCATION_PREFIX, StoredNode, loaded
 from coordinator.deployments.outcome import DeployOutcome
-from coordinator.deployments.records import (
-    CONTAINER_PREFIX,
-    DEPLOYMENT_PREFIX,
-    ContainerRecord,
-    DeploymentRecord,
-    DeploymentSpec,
-)
+from coordinator.deployments.records import CONTAINER_PREFIX, DEPLOYMENT_PREFIX
 from coordinator.deployments.sequencer import CORDON_PREFIX, PREEMPTIONS_KEY, Sequencer
 from coordinator.deployments.translate import desired_container, quota_container
 from coordinator.deployments.units import held_extended
@@ -61,6 +55,8 @@ from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.registry import NodeRegistry
 from coordinator.store import Store
+from shared.api.containers import ContainerRecord
+from shared.api.deployments import DeploymentRecord, DeploymentSpec
 from shared.codec import json_decoder
 from shared.inventory import Inventory
 from shared.logs import get_logger

@@ -29,6 +29,7 @@ from itertools import islice
 import msgspec
 
 from coordinator.store import Store, Txn
+from shared.api.events import Event
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
 
@@ -36,17 +37,6 @@ log = get_logger("allot.coordinator.events")
 
 EVENT_PREFIX = "/events/"
 KEEP = 10_000
-
-
-class Event(msgspec.Struct, frozen=True, kw_only=True):
-    sequence: int
-    at: float  # when it happened: when decided, or for drift when the agent put it back
-    kind: str  # admitted, placed, refused, realloc, deleted, released, drift, lost
-    reason: str
-    namespace: str = ""
-    deployment: str = ""
-    container: str = ""
-    node: str = ""
 
 
 _decode_event: msgspec.json.Decoder[Event] = json_decoder(Event)

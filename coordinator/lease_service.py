@@ -37,7 +37,7 @@ from typing import Literal
 import msgspec
 
 from coordinator.lease_keys import HELD_PREFIX, held_key, holder_key, parse_held_key
-from coordinator.lease_views import ClientLease, client_lease
+from coordinator.lease_views import client_lease
 from coordinator.leases import (
     LeaseState,
     LeaseTable,
@@ -49,6 +49,7 @@ from coordinator.leases import (
     validate_templates,
 )
 from coordinator.store import Store, Txn
+from shared.api.leases import ClientLease, ResourceStatus
 from shared.codec import json_decoder, to_json
 from shared.lease_protocol import (
     CapacityRequest,
@@ -82,20 +83,6 @@ class StoredLease(msgspec.Struct, frozen=True, kw_only=True):
     subclients: int
     priority: int
     expiry_time: float
-
-
-class ResourceStatus(msgspec.Struct, frozen=True, kw_only=True):
-    resource_id: str
-    template: str  # the identifier_glob that configures it
-    kind: str
-    capacity: float
-    safe_capacity: float | None
-    lease_length: float
-    refresh_interval: float
-    sum_has: float
-    sum_wants: float
-    clients: int
-    learning: bool
 
 
 _decode_templates: msgspec.json.Decoder[list[ResourceTemplate]] = json_decoder(

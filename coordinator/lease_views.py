@@ -13,37 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-import msgspec
-
 from coordinator.lease_keys import split_holder
 from coordinator.leases import LeaseState
-
-
-class ClientLease(msgspec.Struct, frozen=True, kw_only=True):
-    """One live lease with its holder: a client id within a namespace ("" for the
-    cluster's own clients)."""
-
-    namespace: str
-    client_id: str
-    has: float
-    wants: float
-    subclients: int
-    priority: int
-    expiry_time: float
-
-
-class OtherLeases(msgspec.Struct, frozen=True, kw_only=True):
-    """The leases a token may not see by name, as totals."""
-
-    clients: int
-    has: float
-    wants: float
-
-
-class ResourceLeases(msgspec.Struct, frozen=True, kw_only=True):
-    resource_id: str
-    leases: list[ClientLease]
-    others: OtherLeases
+from shared.api.leases import ClientLease, OtherLeases, ResourceLeases
 
 
 def client_lease(state: LeaseState) -> ClientLease:

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from coordinator.lease_service import ResourceStatus
-from coordinator.nodes import NodeRecord, NodeState
+from shared.api.leases import ResourceStatus
+from shared.api.nodes import NodeRecord, NodeState
 
 
 class Metrics:

@@ -9,13 +9,13 @@ A node is never forgotten by these rules; an operator removes it (a later issue)
 
 from __future__ import annotations
 
-import enum
 import heapq
 import re
 from collections.abc import Sequence
 
 import msgspec
 
+from shared.api.nodes import NodeRecord, NodeState
 from shared.inventory import Inventory
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -31,23 +31,6 @@ def node_name_problem(name: str) -> str | None:
             " each at most 63 characters, separated by dots"
         )
     return None
-
-
-class NodeState(enum.StrEnum):
-    READY = "ready"
-    DEGRADED = "degraded"
-    LOST = "lost"
-
-
-class NodeRecord(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    state: NodeState
-    reason: str  # why the node is degraded or lost; "" when ready
-    inventory: Inventory
-    address: str  # the agent's peer address at its last hello
-    agent_version: str
-    registered_at: float  # wall-clock seconds: first hello ever
-    state_since: float  # wall-clock seconds: last change of state
 
 
 def _health(problems: Sequence[str]) -> tuple[NodeState, str]:

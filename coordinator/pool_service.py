@@ -22,9 +22,9 @@ from typing import Any
 import msgspec
 
 from coordinator.config import PoolSettings
-from coordinator.nodes import NodeRecord, NodeState
 from coordinator.pools import ROOT, PoolTree, Share
 from coordinator.store import Store, Txn
+from shared.api.nodes import NodeRecord, NodeState
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
 

@@ -17,7 +17,6 @@ from fractions import Fraction
 import msgspec
 
 from coordinator.config import QuotaSettings
-from coordinator.nodes import NodeRecord, NodeState
 from coordinator.quotas import (
     Container,
     Quota,
@@ -27,6 +26,8 @@ from coordinator.quotas import (
     used,
 )
 from coordinator.store import Store
+from shared.api.nodes import NodeRecord, NodeState
+from shared.api.quotas import QuotaStatus, QuotaSummary, QuotaView
 from shared.codec import json_decoder
 from shared.inventory import Gpu
 
@@ -35,27 +36,6 @@ Counted = Callable[[Iterable[str]], Sequence[Container]]
 GiB = 2**30
 
 _decode_quota: msgspec.json.Decoder[Quota] = json_decoder(Quota)
-
-
-class QuotaStatus(msgspec.Struct, frozen=True, kw_only=True):
-    used: dict[str, int | str]
-    over_quota: dict[str, int | str]  # max(0, used - min) per resource of min
-
-
-class QuotaView(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    kind: str  # "ElasticQuota" or "CompositeElasticQuota"
-    namespaces: list[str]
-    min: dict[str, int | str]
-    max: dict[str, int | str] | None
-    status: QuotaStatus
-
-
-class QuotaSummary(msgspec.Struct, frozen=True, kw_only=True):
-    quotas: list[QuotaView]
-    total_min: dict[str, int | str]  # each quota once
-    capacity: dict[str, int | str]  # what the ready nodes offer
-    warnings: list[str]  # guarantees the cluster cannot honour all at once
 
 
 class QuotaService:

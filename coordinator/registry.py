@@ -23,15 +23,9 @@ from typing import Protocol
 
 import msgspec
 
-from coordinator.nodes import (
-    Leases,
-    NodeRecord,
-    NodeState,
-    on_hello,
-    on_lease_expired,
-    on_problems,
-)
+from coordinator.nodes import Leases, on_hello, on_lease_expired, on_problems
 from coordinator.store import Store, Txn
+from shared.api.nodes import NodeRecord, NodeState
 from shared.codec import to_json
 from shared.frame_faults import fault_of
 from shared.inventory import Inventory

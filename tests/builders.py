@@ -8,7 +8,7 @@ from typing import Any
 from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.plan import Host
 from agent.runtime.reconciler import Runtime, RuntimeOptions
-from coordinator.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeRecord, NodeState
 from shared.codec import to_builtins, to_json
 from shared.cpuset import CpuSet
 from shared.inventory import Cpu, Inventory, NumaNode

@@ -26,9 +26,10 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from coordinator.deployments.decision import Decision
-from coordinator.deployments.records import ContainerRecord, DeploymentRecord
 from coordinator.placement import NodeState
 from coordinator.quotas import PreemptionRecord
+from shared.api.containers import ContainerRecord
+from shared.api.deployments import DeploymentRecord
 from shared.protocol import ContainerStatus
 
 DeploymentKey = tuple[str, str]

@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordinator.errors import NotFound
-from coordinator.nodes import NodeState as NodeHealth
 from coordinator.placement import NodeState
 from coordinator.plan_nodes import registered_node
 from coordinator.pool_service import PoolService
 from coordinator.quota_service import QuotaService
 from coordinator.registry import NodeRecords, NodeRegistry
+from shared.api.nodes import NodeState as NodeHealth
 from shared.inventory import Inventory
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator.deployments.records import ContainerRecord, DeploymentRecord
 from coordinator.events import Note
 from coordinator.placement import NodeState
 from coordinator.quotas import PreemptionRecord, Quota
+from shared.api.containers import ContainerRecord
+from shared.api.deployments import DeploymentRecord
 
 
 @dataclass

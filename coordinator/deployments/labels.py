@@ -12,9 +12,9 @@ from __future__ import annotations
 import msgspec
 
 from coordinator.deployments.draft import Draft
-from coordinator.deployments.records import ContainerRecord, HistoryEntry
 from coordinator.deployments.translate import note_for, quota_container
 from coordinator.quotas import label_containers
+from shared.api.containers import ContainerRecord, HistoryEntry
 
 
 def relabel(draft: Draft) -> None:

@@ -14,10 +14,10 @@ import msgspec
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.outcome import DeployRefused, refused_by_kind
 from coordinator.deployments.placing import check_admission, counted, place_again
-from coordinator.deployments.records import ContainerRecord, HistoryEntry
 from coordinator.deployments.sequencer import Refused
 from coordinator.deployments.translate import limits_change, note_for, quota_container
 from coordinator.placement import Delta, PlacementError, realloc
+from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.quantity import format_cpu
 
 

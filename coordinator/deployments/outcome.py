@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from coordinator.deployments.records import ContainerRecord, DeploymentRecord
 from coordinator.errors import ApiError
 from coordinator.placement import PlacementError
+from shared.api.containers import ContainerRecord
+from shared.api.deployments import DeploymentRecord
 from shared.resource_names import extended_name_problem
 
 Kind = Literal["conflict", "forbidden", "invalid"]

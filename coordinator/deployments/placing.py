@@ -28,12 +28,6 @@ from coordinator.deployments.outcome import (
     refused_by_placement,
 )
 from coordinator.deployments.pool_link import check_pool_limits, check_pool_use
-from coordinator.deployments.records import (
-    ContainerRecord,
-    DeploymentRecord,
-    DeploymentSpec,
-    HistoryEntry,
-)
 from coordinator.deployments.sequencer import Refused
 from coordinator.deployments.translate import (
     new_id,
@@ -58,6 +52,8 @@ from coordinator.placement import (
 )
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import admit, choose_node, first_refused, plan_preemption
+from shared.api.containers import ContainerRecord, HistoryEntry
+from shared.api.deployments import DeploymentRecord, DeploymentSpec
 
 
 def deploy(draft: Draft, namespace: str, spec: DeploymentSpec) -> DeployOutcome:

@@ -15,10 +15,10 @@ import msgspec
 from coordinator.deployments.books import Books
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.outcome import DeployRefused, Kind
-from coordinator.deployments.records import HistoryEntry
 from coordinator.deployments.translate import subtree
 from coordinator.placement import Normalized
 from coordinator.pools.access import pool_access
+from shared.api.containers import HistoryEntry
 
 MIN_CPU_QUOTA = 1000  # microseconds: the kernel refuses a CFS quota below 1 ms
 QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less is ignored

@@ -20,9 +20,9 @@ import msgspec
 
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.outcome import DeployRefused
-from coordinator.deployments.records import ContainerRecord, HistoryEntry
 from coordinator.deployments.translate import new_id, note_for
 from coordinator.placement import replace
+from shared.api.containers import ContainerRecord, HistoryEntry
 
 
 def start_swap(

@@ -8,10 +8,11 @@ import secrets
 from typing import Any
 
 from coordinator.deployments.gpus import GpuNeed
-from coordinator.deployments.records import ContainerRecord, DeploymentSpec
 from coordinator.deployments.units import UnitNeed
 from coordinator.events import Note
 from coordinator.quotas import Container as QuotaContainer
+from shared.api.containers import ContainerRecord
+from shared.api.deployments import DeploymentSpec
 from shared.protocol import DesiredContainer, Limits
 from shared.quantity import decimal_text
 

@@ -33,25 +33,25 @@ from msgspec import Meta
 
 from coordinator.deployment_service import DeploymentService
 from coordinator.deployments.outcome import DeployOutcome, DeployRefused
-from coordinator.deployments.records import (
-    MAX_COUNT,
-    ContainerRecord,
-    DeploymentRecord,
-    DeploymentSpec,
-)
 from coordinator.errors import ApiError, NotFound, Unprocessable
 from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import principal_of, require_namespace
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import Delta
+from shared.api.containers import CONTAINER_FILTERS, ContainerRecord, ContainerView
+from shared.api.deployments import (
+    MAX_COUNT,
+    DeploymentRecord,
+    DeploymentSpec,
+    DeploymentView,
+    PlacedView,
+)
+from shared.api.events import EVENT_FILTERS
 from shared.codec import json_decoder
 from shared.container_spec import container_problems
-from shared.protocol import ContainerStatus
 from shared.resource_names import is_rfc1123_label
 
 _decode_spec: msgspec.json.Decoder[DeploymentSpec] = json_decoder(DeploymentSpec)
-CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")
-EVENT_FILTERS = ("namespace", "deployment", "container", "node", "kind")
 
 
 class DeltaSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -84,23 +84,6 @@ class ReplaceSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
 
 _decode_replace: msgspec.json.Decoder[ReplaceSpec] = json_decoder(ReplaceSpec)
-
-
-class ContainerView(msgspec.Struct, frozen=True, kw_only=True):
-    record: ContainerRecord
-    state: str  # as the node's agent last reported it; "pending" before it has
-    observed: ContainerStatus | None
-
-
-class DeploymentView(msgspec.Struct, frozen=True, kw_only=True):
-    deployment: DeploymentRecord
-    containers: list[ContainerView]
-
-
-class PlacedView(DeploymentView, frozen=True, kw_only=True):
-    """A deployment just created or scaled, and the ready nodes its placement left out."""
-
-    skipped_nodes: dict[str, str] = {}  # node -> why it cannot be used
 
 
 async def create_deployment(request: web.Request) -> web.Response:

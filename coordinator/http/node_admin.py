@@ -27,6 +27,7 @@ from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import ADMIN, Principal, principal_of, require_admin
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import NodeState
+from shared.api.node_admin import Allocation
 from shared.codec import json_decoder
 
 
@@ -36,24 +37,6 @@ class CapacitySpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     numa: dict[int, int] | None = None
     memory: int | str | None = None
     numa_memory: dict[int, int | str] | None = None
-
-
-class Allocation(msgspec.Struct, frozen=True, kw_only=True):
-    node: str
-    cordoned: bool
-    share_base: int
-    cores: dict[int, int]  # core id -> pieces offered
-    used: dict[int, int]  # core id -> pieces allocated
-    memory: int
-    memory_used: int
-    numa: dict[int, int] | None
-    numa_memory: dict[int, int] | None
-    shared_pool: list[int]
-    containers: list[str]  # those a namespace token may see: its namespaces' only
-    version: int
-    extended: dict[str, int] = {}  # named extended resource -> units offered
-    extended_used: dict[str, int] = {}  # -> units its containers hold
-    other_containers: int = 0  # other namespaces' containers there: counted, not named
 
 
 _decode_capacity: msgspec.json.Decoder[CapacitySpec] = json_decoder(CapacitySpec)

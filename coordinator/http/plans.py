@@ -19,11 +19,11 @@ from aiohttp import web
 from coordinator.errors import ApiError, Conflict, UnusableNode
 from coordinator.http.bodies import json_response, read_body
 from coordinator.keys import CONFIG, REGISTRY
-from coordinator.nodes import NodeState
 from coordinator.placement import Node, Placement, PlacementError, Planner, Request, place
 from coordinator.plan_nodes import InlineNode, NodeSpecError, node_from_spec, registered_node
+from shared.api.nodes import NodeState
+from shared.api.plans import PlannedContainer, PlannedNode, PlanResponse
 from shared.codec import json_decoder
-from shared.protocol import Limits
 
 
 class RequestSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -38,34 +38,6 @@ class PlanRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     strategy: str = "auto"
     nodes_limit: int = 0
     nodes: list[InlineNode] | None = None  # None: the registered ready nodes
-
-
-class PlannedContainer(msgspec.Struct, frozen=True, kw_only=True):
-    cores: dict[int, int]  # core id -> pieces; empty in memory mode
-    fragment: int | None  # the fragment core, if the request has a fraction of a core
-    numa: int | None  # the NUMA node of a NUMA-local plan
-    memory: int  # bytes charged to the node
-    docker: Limits
-
-
-class PlannedNode(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    capacity: int
-    existing: int
-    deploy: int
-    containers: list[PlannedContainer]
-
-
-class PlanResponse(msgspec.Struct, frozen=True, kw_only=True):
-    cpu_pieces: int
-    share_base: int
-    memory: int
-    cpu_bind: bool
-    strategy: str
-    count: int
-    capacity: int  # the sum over the nodes
-    nodes: list[PlannedNode]
-    skipped_nodes: dict[str, str] = {}  # registered nodes left out -> why
 
 
 _decode_plan: msgspec.json.Decoder[PlanRequest] = json_decoder(PlanRequest)

@@ -5,10 +5,12 @@
 - ``band_index``: one priority band's claims with prefix sums, for O(sqrt n) decisions;
 - ``table``: one resource's live leases and the request-time decision;
 - ``templates``: resource templates, their validation and matching.
+
+``Kind``, ``Algorithm`` and ``ResourceTemplate`` are the API's (``shared.api.leases``),
+exported here too as what the engine takes.
 """
 
 from coordinator.leases.algorithms import (
-    Kind,
     allocate,
     fair_share,
     no_algorithm,
@@ -17,14 +19,13 @@ from coordinator.leases.algorithms import (
 )
 from coordinator.leases.table import Lease, LeaseState, LeaseTable
 from coordinator.leases.templates import (
-    Algorithm,
-    ResourceTemplate,
     TemplateError,
     apply_template,
     match_template,
     table_for,
     validate_templates,
 )
+from shared.api.leases import Algorithm, Kind, ResourceTemplate
 
 __all__ = [
     "Algorithm",

@@ -29,18 +29,11 @@ Errors are ``ValueError`` naming the position and the value.
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Callable, Sequence
 from itertools import groupby
 
-
-class Kind(enum.StrEnum):
-    NO_ALGORITHM = "NO_ALGORITHM"
-    STATIC = "STATIC"
-    PROPORTIONAL_SHARE = "PROPORTIONAL_SHARE"
-    FAIR_SHARE = "FAIR_SHARE"
-
+from shared.api.leases import Kind
 
 SHARING_KINDS = frozenset({Kind.PROPORTIONAL_SHARE, Kind.FAIR_SHARE})
 

@@ -54,8 +54,9 @@ from bisect import bisect_right, insort
 from dataclasses import dataclass
 from typing import Final
 
-from coordinator.leases.algorithms import SHARING_KINDS, Kind, check_capacity
+from coordinator.leases.algorithms import SHARING_KINDS, check_capacity
 from coordinator.leases.band_index import BandIndex
+from shared.api.leases import Kind
 
 # The running float sums are recounted after this many changes (or n, if larger).
 RECOUNT_EVERY = 1024

@@ -22,33 +22,10 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-import msgspec
-
-from coordinator.leases.algorithms import Kind
 from coordinator.leases.table import LeaseTable
+from shared.api.leases import Kind, ResourceTemplate
 
 CATCH_ALL = "*"
-
-
-class Algorithm(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    kind: Kind
-    lease_length: float  # seconds a grant lasts
-    refresh_interval: float  # seconds until the client should come back
-    learning_mode_duration: float | None = None  # seconds; None: the lease length
-
-
-class ResourceTemplate(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    identifier_glob: str
-    capacity: float
-    algorithm: Algorithm
-    safe_capacity: float | None = None  # None: computed per lease; -1: unlimited
-    description: str = ""
-
-    @property
-    def learning_window(self) -> float:
-        """Seconds of learning mode after a start without persisted leases."""
-        duration = self.algorithm.learning_mode_duration
-        return self.algorithm.lease_length if duration is None else duration
 
 
 class TemplateError(ValueError):

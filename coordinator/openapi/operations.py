@@ -12,28 +12,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from coordinator.deployments.records import DeploymentSpec
-from coordinator.events import Event
-from coordinator.http.deployments import (
-    ContainerView,
-    DeltaSpec,
-    DeploymentView,
-    PlacedView,
-    ReplaceSpec,
-    ScaleSpec,
-)
-from coordinator.http.node_admin import Allocation, CapacitySpec
-from coordinator.http.plans import PlanRequest, PlanResponse
+from coordinator.http.deployments import DeltaSpec, ReplaceSpec, ScaleSpec
+from coordinator.http.node_admin import CapacitySpec
+from coordinator.http.plans import PlanRequest
 from coordinator.http.pools import SimulationRequest
 from coordinator.http.quotas import CompositeQuotaBody, ElasticQuotaBody
-from coordinator.lease_service import ResourceStatus
-from coordinator.lease_views import ResourceLeases
-from coordinator.leases import ResourceTemplate
-from coordinator.nodes import NodeRecord
 from coordinator.openapi import examples as ex
 from coordinator.openapi.schemas import INTEGER, STRING, Schema
 from coordinator.pool_service import PoolView
-from coordinator.quota_service import QuotaSummary, QuotaView
+from shared.api.containers import ContainerView
+from shared.api.deployments import DeploymentSpec, DeploymentView, PlacedView
+from shared.api.events import Event
+from shared.api.leases import ResourceLeases, ResourceStatus, ResourceTemplate
+from shared.api.node_admin import Allocation
+from shared.api.nodes import NodeRecord
+from shared.api.plans import PlanResponse
+from shared.api.quotas import QuotaSummary, QuotaView
 from shared.lease_protocol import CapacityRequest, CapacityResponse, ReleaseRequest
 from shared.protocol import SUBPROTOCOL
 

@@ -1,54 +1,62 @@
-"""allotctl stands apart from the server: importing it loads no coordinator module, and
-the answers it decodes (``client.answers``) read what the coordinator writes: every
-field is one the server's type has, every example of the OpenAPI document decodes, and
-the words allotctl sends (strategies, filters) are the ones the API takes."""
+"""allotctl stands apart from the server: importing it loads no coordinator module. It
+reads the coordinator's answers with the structs the coordinator writes them with
+(``shared.api``), through ``client.answers``: every example answer of the OpenAPI
+document decodes, and a field a newer coordinator adds is ignored, even inside a struct
+that the coordinator reads strictly as a request body."""
 
 from __future__ import annotations
 
+import copy
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
-from typing import Any, get_args
+from typing import Any
 
 import msgspec
 import msgspec.inspect as mi
 import pytest
 
-from allotctl import deployments
-from client import answers
-from coordinator.deployments.records import Strategy
-from coordinator.events import Event
-from coordinator.http import deployments as deployment_api
+import shared.api
+from client.answers import AnswerDecoder
 from coordinator.openapi.operations import OPERATIONS
-from shared.codec import json_decoder, to_json
+from shared.api.containers import ContainerList, ContainerView
+from shared.api.deployments import Deleted, DeploymentList, DeploymentSpec, DeploymentView
+from shared.api.events import EventList
+from shared.api.leases import ResourceList
+from shared.api.node_admin import Cordoned
+from shared.api.nodes import NodeList
+from shared.codec import json_decoder
 
-# The answers named by a schema of the document rather than by a struct.
+# The answers the coordinator builds as plain dicts, named by a schema of the document,
+# and the struct a client reads each with.
 NAMED: dict[str, type[msgspec.Struct]] = {
-    "NodeList": answers.NodeList,
-    "NodeCordon": answers.Cordoned,
-    "NodeDrained": answers.Cordoned,
-    "ResourceList": answers.ResourceList,
-    "DeploymentList": answers.DeploymentList,
-    "DeploymentDeleted": answers.Deleted,
-    "ContainerList": answers.ContainerList,
-    "ContainerDeleted": answers.Deleted,
-    "EventList": answers.EventList,
+    "NodeList": NodeList,
+    "NodeCordon": Cordoned,
+    "NodeDrained": Cordoned,
+    "ResourceList": ResourceList,
+    "DeploymentList": DeploymentList,
+    "DeploymentDeleted": Deleted,
+    "ContainerList": ContainerList,
+    "ContainerDeleted": Deleted,
+    "EventList": EventList,
 }
-# The server's structs that an answer of client.answers, of the same name, reads.
-STRUCTS = sorted(
-    {
-        operation.response
-        for operation in OPERATIONS
-        if isinstance(operation.response, type) and hasattr(answers, operation.response.__name__)
-    }
-    | {Event},  # the items of the EventList schema
-    key=lambda server: server.__name__,
-)
-# Every example answer of the document that allotctl reads.
+API_MODULES = [
+    importlib.import_module(module.name)
+    for module in pkgutil.iter_modules(shared.api.__path__, shared.api.__name__ + ".")
+]
+
+
+def _of_shared_api(body: object) -> bool:
+    return isinstance(body, type) and body.__module__.startswith(shared.api.__name__ + ".")
+
+
+# Every example answer of the document that a struct of shared.api reads.
 READ = [
     (operation, name, example)
     for operation in OPERATIONS
-    if operation.response in STRUCTS or operation.response in NAMED
+    if operation.response in NAMED or _of_shared_api(operation.response)
     for name, example in operation.examples.items()
 ]
 
@@ -57,8 +65,13 @@ def answer_for(response: object) -> type[msgspec.Struct]:
     if isinstance(response, str):
         return NAMED[response]
     assert isinstance(response, type)
-    found: type[msgspec.Struct] = getattr(answers, response.__name__)
-    return found
+    return response
+
+
+def example_of(operation_id: str, name: str) -> Any:
+    """A copy of the example ``name`` of the operation ``operation_id``, as plain JSON."""
+    (operation,) = [operation for operation in OPERATIONS if operation.id == operation_id]
+    return copy.deepcopy(operation.examples[name])
 
 
 def test_importing_allotctl_and_the_client_loads_no_coordinator_module() -> None:
@@ -86,38 +99,84 @@ def test_importing_allotctl_and_the_client_loads_no_coordinator_module() -> None
     ids=[f"{operation.id}:{name}" for operation, name, _ in READ],
 )
 def test_every_example_answer_of_the_document_decodes(response: object, example: object) -> None:
-    decoder: msgspec.json.Decoder[Any] = json_decoder(answer_for(response))
-    decoder.decode(json.dumps(example).encode())
+    AnswerDecoder(answer_for(response)).decode(json.dumps(example).encode())
 
 
-def test_every_answer_allotctl_reads_has_an_example_in_the_document() -> None:
-    documented = {answer_for(operation.response) for operation, _, _ in READ}
-    structs = {
+def test_every_struct_of_shared_api_is_a_body_of_the_document_or_within_one() -> None:
+    bodies = {answer_for(operation.response) for operation, _, _ in READ} | {
+        operation.request for operation in OPERATIONS if _of_shared_api(operation.request)
+    }
+    within = {found for body in bodies for found in _structs_within(mi.type_info(body))}
+    defined = {
         value
-        for value in vars(answers).values()
+        for module in API_MODULES
+        for value in vars(module).values()
         if isinstance(value, type)
         and issubclass(value, msgspec.Struct)
-        and value.__module__ == answers.__name__
+        and value.__module__ == module.__name__
     }
-    nested = {found for answer in documented for found in _structs_within(mi.type_info(answer))}
-    assert structs - nested == set()
+    assert defined - within == set()
 
 
-@pytest.mark.parametrize("server", STRUCTS, ids=[server.__name__ for server in STRUCTS])
-def test_every_field_an_answer_reads_is_one_the_server_writes(server: type[Any]) -> None:
-    problems = _unwritten(mi.type_info(answer_for(server)), mi.type_info(server), server.__name__)
-    assert problems == []
+# Where a newer coordinator might add a field: (the object's path, whether the
+# coordinator reads that struct strictly as a request body).
+DEPLOYMENT_PLACES = [
+    ((), False),
+    (("deployment",), False),
+    (("deployment", "spec"), True),
+    (("deployment", "spec", "resources"), True),
+    (("containers", 0, "record"), False),
+    (("containers", 0, "record", "limits"), False),
+]
 
 
-def test_a_field_the_server_adds_is_ignored() -> None:
-    body = to_json({"node": "node-b", "cordoned": True, "added_later": [1, 2]})
-    assert json_decoder(answers.Cordoned).decode(body) == answers.Cordoned("node-b", True)
+@pytest.mark.parametrize(
+    ("path", "strict"), DEPLOYMENT_PLACES, ids=["/".join(map(str, p)) for p, _ in DEPLOYMENT_PLACES]
+)
+def test_a_field_a_newer_coordinator_adds_to_a_deployment_is_ignored(
+    path: tuple[str | int, ...], strict: bool
+) -> None:
+    answer = example_of("getDeployment", "two containers")
+    expected = AnswerDecoder(DeploymentView).decode(json.dumps(answer).encode())
+    _at(answer, path)["added_later"] = {"by": "a newer coordinator"}
+    body = json.dumps(answer).encode()
+    assert AnswerDecoder(DeploymentView).decode(body) == expected
+    if strict:  # the plain decoder, as the coordinator reads the body, refuses it
+        with pytest.raises(msgspec.ValidationError, match="unknown field `added_later`"):
+            json_decoder(DeploymentView).decode(body)
 
 
-def test_the_words_allotctl_sends_are_those_the_api_takes() -> None:
-    assert get_args(Strategy) == deployments.STRATEGIES
-    assert deployments.CONTAINER_FILTERS == deployment_api.CONTAINER_FILTERS
-    assert deployments.EVENT_FILTERS == deployment_api.EVENT_FILTERS
+@pytest.mark.parametrize("path", [("templates", 0), ("templates", 0, "algorithm")])
+def test_a_field_a_newer_coordinator_adds_to_a_resource_template_is_ignored(
+    path: tuple[str | int, ...],
+) -> None:
+    answer = example_of("listResources", "one of each")
+    expected = AnswerDecoder(ResourceList).decode(json.dumps(answer).encode())
+    _at(answer, path)["added_later"] = [1, 2]
+    assert AnswerDecoder(ResourceList).decode(json.dumps(answer).encode()) == expected
+
+
+def test_a_field_added_to_the_observed_state_or_the_list_is_ignored() -> None:
+    container = example_of("getContainer", "running")
+    expected = ContainerList([AnswerDecoder(ContainerView).decode(json.dumps(container).encode())])
+    container["observed"]["added_later"] = "x"
+    answer = {"containers": [container], "added_later": 1}
+    assert AnswerDecoder(ContainerList).decode(json.dumps(answer).encode()) == expected
+
+
+def test_maps_keep_every_key_and_values_are_still_checked() -> None:
+    body = {"node": "node-b", "cordoned": True, "placed_again": {"c1": None, "added": "c2"}}
+    decoded = AnswerDecoder(Cordoned).decode(json.dumps(body).encode())
+    assert decoded == Cordoned("node-b", True, placed_again={"c1": None, "added": "c2"})
+    spec = example_of("createDeployment", "two containers placed")["deployment"]["spec"]
+    with pytest.raises(msgspec.ValidationError, match="strategy"):
+        AnswerDecoder(DeploymentSpec).decode(json.dumps({**spec, "strategy": "spread"}).encode())
+
+
+def _at(value: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        value = value[step]
+    return value
 
 
 def _structs_within(found: mi.Type) -> set[type[Any]]:
@@ -131,34 +190,3 @@ def _structs_within(found: mi.Type) -> set[type[Any]]:
         values = found.item_type if isinstance(found, mi.ListType) else found.value_type
         return _structs_within(values)
     return set()
-
-
-def _unwritten(answer: mi.Type, server: mi.Type, where: str) -> list[str]:
-    """The fields of ``answer``, at any depth, that ``server`` has no field for."""
-    answer, server = _without_none(answer), _without_none(server)
-    if isinstance(answer, mi.StructType):
-        if not isinstance(server, mi.StructType):
-            return [f"{where}: an object here, not on the server"]
-        written = {field.encode_name: field.type for field in server.fields}
-        problems: list[str] = []
-        for field in answer.fields:
-            name = f"{where}.{field.encode_name}"
-            if field.encode_name not in written:
-                problems.append(f"{name}: the server writes no such field")
-            else:
-                problems += _unwritten(field.type, written[field.encode_name], name)
-        return problems
-    if isinstance(answer, mi.ListType) and isinstance(server, mi.ListType):
-        return _unwritten(answer.item_type, server.item_type, where + "[]")
-    if isinstance(answer, mi.DictType) and isinstance(server, mi.DictType):
-        return _unwritten(answer.value_type, server.value_type, where + "{}")
-    return []
-
-
-def _without_none(found: mi.Type) -> mi.Type:
-    """``T | None`` as ``T``; other types as they are."""
-    if isinstance(found, mi.UnionType):
-        members = [member for member in found.types if not isinstance(member, mi.NoneType)]
-        if len(members) == 1:
-            return members[0]
-    return found

@@ -32,10 +32,9 @@ from allotctl.deployments import (
 )
 from allotctl.main import main, parse
 from client.api import describe_details
-from coordinator.deployments.records import ContainerRecord, HistoryEntry
-from coordinator.events import Event
-from coordinator.http.deployments import ContainerView
 from coordinator.openapi import examples as ex
+from shared.api.containers import ContainerRecord, ContainerView, HistoryEntry
+from shared.api.events import Event
 from shared.codec import to_json
 from shared.protocol import ContainerStatus, Limits
 from tests.coordinator.conftest import API_TOKEN, Coordinator, register

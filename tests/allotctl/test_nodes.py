@@ -12,8 +12,8 @@ import pytest
 from allotctl.node_views import allocation_view, cordoned_view, drained_view
 from allotctl.nodes import capacity
 from allotctl.views import plan_tables
-from coordinator.http.node_admin import Allocation
 from coordinator.openapi import examples as ex
+from shared.api.node_admin import Allocation
 from shared.codec import to_json
 from tests.allotctl.test_deployments import allotctl, parsed
 from tests.coordinator.conftest import Coordinator, register

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from coordinator.lease_keys import holder_key
-from coordinator.lease_views import ClientLease, OtherLeases, client_lease, leases_seen
+from coordinator.lease_views import client_lease, leases_seen
 from coordinator.leases import LeaseState
+from shared.api.leases import ClientLease, OtherLeases
 
 
 def lease(namespace: str, client_id: str, has: float, wants: float) -> ClientLease:

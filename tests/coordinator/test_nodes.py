@@ -8,13 +8,12 @@ from hypothesis import strategies as st
 
 from coordinator.nodes import (
     Leases,
-    NodeRecord,
-    NodeState,
     node_name_problem,
     on_hello,
     on_lease_expired,
     on_problems,
 )
+from shared.api.nodes import NodeRecord, NodeState
 from tests.builders import make_inventory
 
 T0 = 1_700_000_000.0

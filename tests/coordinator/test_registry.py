@@ -11,10 +11,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from coordinator.nodes import NodeRecord, NodeState
 from coordinator.registry import NodeRegistry
 from coordinator.store import Entry, Store, StoreError, Txn, TxnResult
 from coordinator.store.sqlite import SqliteStore
+from shared.api.nodes import NodeRecord, NodeState
 from shared.cpuset import CpuSet
 from shared.logs import fields_of
 from tests.builders import make_inventory

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from msgspec import Meta
 
-from coordinator.nodes import NodeRecord
+from shared.api.nodes import NodeRecord
 from shared.codec import json_decoder, to_json
 from shared.inventory import Inventory
 from shared.unconstrained import StoredDecoder, unconstrained

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 from coordinator.config import PoolSettings, QuotaSettings
 from coordinator.deployment_service import DeploymentService
-from coordinator.deployments.records import DeploymentSpec, ResourcesSpec
 from coordinator.errors import ApiError
 from coordinator.placement import Delta
 from coordinator.pool_service import PoolService
 from coordinator.quota_service import QuotaService
 from coordinator.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
+from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from shared.protocol import ContainerStatus, Status
 from tests.builders import make_inventory
 

@@ -1,0 +1,34 @@
+"""What a node offers and holds, and what the admin's levers on it answer:
+``/v1/nodes/{name}/allocation``, ``.../capacity``, ``.../cordon``, ``.../uncordon``,
+``.../drain`` (``coordinator.http.node_admin``)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class Allocation(msgspec.Struct, frozen=True, kw_only=True):
+    node: str
+    cordoned: bool
+    share_base: int
+    cores: dict[int, int]  # core id -> pieces offered
+    used: dict[int, int]  # core id -> pieces allocated
+    memory: int
+    memory_used: int
+    numa: dict[int, int] | None
+    numa_memory: dict[int, int] | None
+    shared_pool: list[int]
+    containers: list[str]  # those a namespace token may see: its namespaces' only
+    version: int
+    extended: dict[str, int] = {}  # named extended resource -> units offered
+    extended_used: dict[str, int] = {}  # -> units its containers hold
+    other_containers: int = 0  # other namespaces' containers there: counted, not named
+
+
+class Cordoned(msgspec.Struct, frozen=True):
+    """What cordon, uncordon and drain answer, built as a plain dict."""
+
+    node: str
+    cordoned: bool
+    released: list[str] = []  # drain's: the containers moved off the node
+    placed_again: dict[str, str | None] = {}  # drain's: each one's replacement, if any
