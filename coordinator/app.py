@@ -121,9 +121,7 @@ async def _quotas(app: web.Application) -> AsyncIterator[None]:
 async def _pools(app: web.Application) -> AsyncIterator[None]:
     service = await PoolService.load(app[STORE], app[CONFIG].pools)
     app[POOLS] = service
-    updater = asyncio.create_task(_update_pools(app))
     yield
-    await _stop(updater)
     await service.save_state()  # a restart then credits the time since this update
 
 
@@ -135,7 +133,11 @@ async def _deployments(app: web.Application) -> AsyncIterator[None]:
     app[DEPLOYMENTS] = service
     await service.relabel()
     releaser = asyncio.create_task(_release_lost(service, config.lost_node_grace_seconds))
+    # Started here, not with the pools: an update reads the deployments' demands (it
+    # failed with a KeyError until they were loaded, on a large store for seconds).
+    updater = asyncio.create_task(_update_pools(app))
     yield
+    await _stop(updater)
     await _stop(releaser)
     service.close()
 

@@ -90,6 +90,7 @@ class DeploymentService:
         self._books = Books() if books is None else books
         self._context = Context(registry, quotas, pools, share_base, clock)
         self._sequencer = Sequencer(store, self._books, self._context, events, settle=relabel)
+        self._followed: dict[str, tuple[float, int]] = {}  # pool -> share, pool_version
         self._ending: set[str] = set()  # swaps whose end is being committed
         self._tasks: set[asyncio.Task[None]] = set()  # those commits, kept from the GC
 
@@ -247,7 +248,21 @@ class DeploymentService:
         return await self._sequencer.decide(lambda d: node_admin.drain(d, node))
 
     async def follow_pool_shares(self, cores: dict[str, float]) -> None:
-        await self._sequencer.decide(lambda d: pool_link.follow_pool_shares(d, cores))
+        """The unbound containers' CPU quotas follow their pools' shares (``pool_link``),
+        for the pools whose share moved by more than ``QUOTA_CHANGE`` or whose containers
+        changed since they last followed: the pool update runs every period, and walking
+        every container each time held up everything else at 100,000 containers."""
+        books, followed = self._books, self._followed
+        moved = {
+            pool: share
+            for pool, share in cores.items()
+            if pool not in followed
+            or followed[pool][1] != books.pool_version(pool)
+            or abs(share - followed[pool][0]) > pool_link.QUOTA_CHANGE * followed[pool][0]
+        }
+        if moved:
+            await self._sequencer.decide(lambda d: pool_link.follow_pool_shares(d, moved))
+            followed |= {pool: (share, books.pool_version(pool)) for pool, share in moved.items()}
 
     async def put_quota(self, quota: Quota) -> Quota:
         """Create or replace ``quota``; ``QuotaError`` if it breaks a rule."""

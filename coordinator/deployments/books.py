@@ -56,6 +56,8 @@ class Books:
         self._by_pool: defaultdict[str, set[str]] = defaultdict(set)
         self._requested: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
         self._charged: dict[str, tuple[str, int, int]] = {}  # id -> (pool, cpu, memory)
+        # Grows whenever one of the pool's containers comes, goes or changes.
+        self._pool_version: defaultdict[str, int] = defaultdict(int)
         self._indexes: dict[str, defaultdict[Any, set[str]]] = {
             "node": self._by_node,
             "deployment": self._by_deployment,
@@ -97,6 +99,11 @@ class Books:
         """What the pool's live containers ask for: CPU shares, memory bytes. O(1)."""
         cpu, memory = self._requested.get(pool, (0, 0))
         return cpu, memory
+
+    def pool_version(self, pool: str) -> int:
+        """A number that grows whenever one of the pool's live containers comes, goes or
+        changes: two equal readings mean the same containers, as they were. O(1)."""
+        return self._pool_version.get(pool, 0)
 
     def charged(self, container_id: str) -> tuple[str, int, int] | None:
         """A live container's pool and what its allocation asks for (CPU shares, bytes)."""
@@ -162,6 +169,7 @@ class Books:
         self._by_deployment[(record.namespace, record.deployment)].add(record.id)
         self._by_namespace[record.namespace].add(record.id)
         self._by_pool[record.pool].add(record.id)
+        self._pool_version[record.pool] += 1
         self._recharge(record.id)
 
     def _unindex(self, container_id: str) -> None:
@@ -172,6 +180,7 @@ class Books:
         _discard(self._by_deployment, (record.namespace, record.deployment), container_id)
         _discard(self._by_namespace, record.namespace, container_id)
         _discard(self._by_pool, record.pool, container_id)
+        self._pool_version[record.pool] += 1
         self._uncharge(container_id)
 
     def _recharge(self, container_id: str) -> None:
