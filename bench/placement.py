@@ -13,6 +13,12 @@ NUMA 1 = 12-23; 128 GiB, 64 GiB per NUMA node), no containers yet:
   as many containers as they hold, up to 10,000);
 - the same in memory mode (goal <= 10 ms; Eru ~3.8 ms);
 - 10,000 nodes, 100,000 containers, both modes;
+- one container (1.7 CPU + 512 MiB, cpu-bind, AUTO) on 100, 1,000 and 10,000
+  heterogeneous nodes (eight hardware shapes of 8-128 cores and 1-8 NUMA nodes, each
+  node partly used at random, so no two alike): ``place()`` end to end on fresh views
+  (the first decision after start-up), and on views kept from the decision before with
+  one node's view replaced (the service's case: a decision changes the nodes it placed
+  on, and ``NodeState.view()`` keeps every other view);
 - the straightforward per-container reference planner (``coordinator.placement.
   reference.place_auto``: every node on its own, section 5 transcribed literally, AUTO
   one container at a time) on the same 1,000 / 10,000 case, run once (about 4 s), and on
@@ -20,8 +26,10 @@ NUMA 1 = 12-23; 128 GiB, 64 GiB per NUMA node), no containers yet:
 
 Times are wall-clock ``perf_counter`` in this one process, pure computation only: the
 ``Node`` views are built before timing (their build time is printed separately), each
-run starts from a fresh ``Planner`` (no cache survives between runs), best of ``--runs``
-with a ``gc.collect()`` before each. No assertions; not part of ``make test``.
+run starts from a fresh ``Planner`` on fresh copies of the views (a view remembers its
+capacities between calls, ``node.Memo``, so a second run on the same views would time
+lookups; the single-container lines time both), best of ``--runs`` with a
+``gc.collect()`` before each. No assertions; not part of ``make test``.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import argparse
 import gc
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from timing import best_of
@@ -62,6 +71,76 @@ def partly_used_nodes(count: int) -> list[Node]:
     ]
 
 
+# (cores, NUMA nodes, GiB of memory) of the heterogeneous fleet.
+SHAPES = (
+    (8, 1, 32),
+    (16, 1, 64),
+    (24, 2, 128),
+    (32, 2, 256),
+    (48, 2, 384),
+    (64, 4, 512),
+    (96, 4, 768),
+    (128, 8, 1024),
+)
+
+
+def heterogeneous_nodes(count: int) -> list[Node]:
+    """Nodes of the eight ``SHAPES``, each partly used at random like ``partly_used_nodes``
+    (one NUMA node: no map), so that no two are alike (seeded)."""
+    rng = random.Random(11)
+    nodes = []
+    for i in range(count):
+        cores, numas, gib = rng.choice(SHAPES)
+        per = cores // numas
+        numa = {c: c // per for c in range(cores)} if numas > 1 else None
+        numa_memory = (
+            {n: gib * GiB // numas - rng.randint(0, gib // numas // 2) * GiB for n in range(numas)}
+            if numa
+            else None
+        )
+        nodes.append(
+            Node(
+                f"node-{i:05d}",
+                {c: rng.choice((100, 100, 100, 70, 50, 30, 0)) for c in range(cores)},
+                numa=numa,
+                memory=gib * GiB - rng.randint(0, gib // 2) * GiB,
+                numa_memory=numa_memory,
+            )
+        )
+    return nodes
+
+
+def fresh(node: Node) -> Node:
+    """A new view of the same node: equal, but nothing computed on it yet."""
+    return Node(
+        node.name,
+        node.cores,
+        numa=node.numa,
+        memory=node.memory,
+        numa_memory=node.numa_memory,
+        share_base=node.share_base,
+        shared_pool=node.shared_pool,
+    )
+
+
+def single_container(nodes: list[Node], request: Request, runs: int) -> tuple[float, float]:
+    """Best of ``runs`` of ``place(nodes, request, 1, "auto")``: on fresh views of every
+    node, and on the views of the run before with one node's view replaced."""
+    first = on_fresh_views(runs, nodes, lambda views: place(views, request, 1, "auto"))
+    warm = float("inf")
+    rng = random.Random(3)
+    views = [fresh(node) for node in nodes]
+    place(views, request, 1, "auto")
+    for _ in range(runs):
+        k = rng.randrange(len(views))
+        views[k] = fresh(views[k])
+        gc.collect()
+        started = time.perf_counter()
+        place(views, request, 1, "auto")
+        warm = min(warm, time.perf_counter() - started)
+    return first, warm
+
+
 def bench_nodes(count: int) -> list[Node]:
     cores = dict.fromkeys(range(24), 100)
     numa = {c: c // 12 for c in range(24)}
@@ -85,16 +164,32 @@ class Phases:
     total: float = float("inf")  # best single run, not the sum of the best phases
 
 
+def on_fresh_views(runs: int, nodes: list[Node], call: Callable[[list[Node]], object]) -> float:
+    """Best of ``runs`` of ``call(views)``, on fresh views of ``nodes`` each run (built
+    before the clock starts): a view remembers its capacities (``node.Memo``), and these
+    figures are of the work, not of the lookups."""
+    best = float("inf")
+    for _ in range(runs):
+        views = [fresh(node) for node in nodes]
+        gc.collect()
+        started = time.perf_counter()
+        call(views)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def phases(nodes: list[Node], request: Request, need: int, runs: int) -> Phases:
-    """Best of ``runs`` for each phase of ``place``, as ``place`` runs them."""
+    """Best of ``runs`` for each phase of ``place``, as ``place`` runs them, each run on
+    fresh views (see ``on_fresh_views``)."""
     best = Phases()
     for _ in range(runs):
+        views = [fresh(node) for node in nodes]
         gc.collect()
         t0 = time.perf_counter()
-        planner = Planner(nodes, request)
+        planner = Planner(views, request)
         planner.capacities()
         t1 = time.perf_counter()
-        deploy = distribute("auto", planner.infos(), need)
+        deploy = distribute("auto", planner.columns(), need)
         t2 = time.perf_counter()
         plans = planner.plans(deploy)
         t3 = time.perf_counter()
@@ -113,7 +208,7 @@ def ms(seconds: float) -> str:
 def report(title: str, p: Phases, goal_ms: float, eru_ms: float) -> None:
     print(f"{title}")
     print(f"  capacities {ms(p.capacities)}")
-    print(f"  strategy   {ms(p.strategy)}   (distribute('auto', ...), NodeInfo included)")
+    print(f"  strategy   {ms(p.strategy)}   (distribute('auto', ...), columns included)")
     print(f"  plans      {ms(p.plans)}")
     total_ms = p.total * 1e3
     verdict = "within" if total_ms <= goal_ms else "OVER"
@@ -152,7 +247,7 @@ def main() -> None:
         f"  capacities alone {ms(bind.capacities)} vs Eru {low:.0f}-{high:.0f} ms:"
         f" {low / capacities_ms:.0f}-{high / capacities_ms:.0f}x faster"
     )
-    whole = best_of(runs, lambda: place(nodes, bound, 10_000, "auto"))
+    whole = on_fresh_views(runs, nodes, lambda views: place(views, bound, 10_000, "auto"))
     print(f"  place() end to end {ms(whole)}\n")
 
     used = partly_used_nodes(1_000)
@@ -185,9 +280,16 @@ def main() -> None:
         )
     print()
 
+    print("one container of 1.7 CPU + 512Mi, cpu-bind, AUTO, heterogeneous nodes, place():")
+    fleet = heterogeneous_nodes(10_000)
+    for size in (100, 1_000, 10_000):
+        first, warm = single_container(fleet[:size], bound, runs)
+        print(f"  {size:6,} nodes: fresh views {ms(first)}, views kept (one replaced) {ms(warm)}")
+    print()
+
     print("against the straightforward per-container reference planner (cpu-bind, AUTO):")
     small = nodes[:100]
-    fast_small = best_of(runs, lambda: place(small, bound, 1_000, "auto"))
+    fast_small = on_fresh_views(runs, small, lambda views: place(views, bound, 1_000, "auto"))
     slow_small = best_of(max(1, runs // 3), lambda: ref.place_auto(small, bound, 1_000))
     print(
         f"  100 nodes, 1,000 containers: place {ms(fast_small)}, reference {ms(slow_small)}"

@@ -12,7 +12,10 @@ order, so equal nodes have equal layouts whatever order they were written in.
     Plan({1: 100, 0: 70}, numa=None, memory=512 * MiB, fragment=0)
 
 Both are immutable: a ``Plan`` is shared by every identical node of a placement, so its
-``cores`` dict must never be changed after it is built. Errors are
+``cores`` dict must never be changed after it is built. A ``Node`` carries a ``Memo`` of
+what the engine has worked out about it (its capacity signature, its capacities for the
+last few requests): a view never changes, so a memo cannot go stale, and it goes with the
+view. Errors are
 ``PlacementError("invalid_request")`` naming the node, the field, the value and the rule.
 """
 
@@ -27,6 +30,33 @@ from coordinator.placement.request import DEFAULT_SHARE_BASE, check_share_base
 
 GiB = 2**30
 _INT = {int}
+
+# A node's capacity key: (P, memory, has a NUMA map, per pool (its NUMA memory or None,
+# its available pieces sorted)). Without a map the one pool is every core.
+Signature = tuple[int, int, bool, tuple[tuple[int | None, tuple[int, ...]], ...]]
+
+# How many requests' capacities one view keeps (``Memo.caps``); a full memo is emptied
+# before the next one is added. One decision asks one request of every candidate view;
+# a few deployments of different sizes in turn each find theirs.
+MEMO_REQUESTS = 8
+
+
+class Memo:
+    """What the engine has worked out about one ``Node`` view, kept with it so that the
+    next decision over the same views looks it up (``engine.kept_signature``,
+    ``engine.node_caps``).
+
+    ``signature``: the view's ``Signature``, or None before the first use; ``caps``:
+    (X, Y, M) of a cpu-bind request -> (the node's capacity, its per-pool capacities), at
+    most ``MEMO_REQUESTS`` entries. Both are pure functions of the view, which never
+    changes: an entry is right for as long as the view exists.
+    """
+
+    __slots__ = ("caps", "signature")
+
+    def __init__(self) -> None:
+        self.signature: Signature | None = None
+        self.caps: dict[tuple[int, int, int], tuple[int, tuple[int, ...]]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +90,7 @@ class Node:
     bare view is taken as a node without bound containers). The resolved pool is
     ``shared_cores``. ``pools`` lists the NUMA pools: (NUMA id, its core ids ascending),
     NUMA ids ascending; empty without a map (the cross pool is always every core).
+    ``memo``: the engine's ``Memo`` of this view (not part of equality).
 
     An empty ``numa`` or ``numa_memory`` dict means None. Cost of building: O(c log c)
     for c cores.
@@ -74,6 +105,7 @@ class Node:
     shared_pool: Iterable[int] | None = field(default=None, kw_only=True, compare=False)
     shared_cores: tuple[int, ...] = field(init=False, compare=False)
     pools: tuple[tuple[int, tuple[int, ...]], ...] = field(init=False, compare=False, repr=False)
+    memo: Memo = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         cores, numa, memory, numa_memory = check_topology(
@@ -96,6 +128,7 @@ class Node:
         setattr_(self, "shared_pool", shared)
         setattr_(self, "shared_cores", shared)
         setattr_(self, "pools", numa_pools(numa))
+        setattr_(self, "memo", Memo())
 
 
 def numa_pools(numa: Mapping[int, int] | None) -> tuple[tuple[int, tuple[int, ...]], ...]:

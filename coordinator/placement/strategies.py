@@ -14,6 +14,8 @@ every input, or raise the same ``PlacementError`` (same kind, same details).
     distribute("global", [NodeInfo("a", 10, 0, usage=0.5, rate=0.1),
                           NodeInfo("b", 10, 0, usage=0.2, rate=0.2)], 3)  -> {"a": 1, "b": 2}
     distribute("drained", infos, 12)         -> {"a": 10, "b": 2}
+    distribute("auto", Columns(["a", "b"], [10, 13], [3, 1], [0.0, 0.0], [0.0, 0.0]), 4)
+                                             -> {"a": 1, "b": 3}   (the same infos as columns)
 
 Invariants of every result ``r`` (a dict, node name -> containers to add):
 
@@ -56,8 +58,9 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
-from itertools import accumulate
+from heapq import heapify, heappop, heappush, nsmallest
+from itertools import accumulate, compress
+from operator import add, neg
 
 from coordinator.placement.errors import PlacementError, invalid_request
 
@@ -85,8 +88,14 @@ class NodeInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class _Columns:
-    # The validated infos, one list per field, in input order.
+class Columns:
+    """The ``NodeInfo`` fields as columns, one list per field, in node order: what
+    ``distribute`` turns a list of infos into before anything else. A caller that holds
+    the columns already (``Planner.columns``) passes them instead, and 10,000 nodes cost
+    no 10,000 ``NodeInfo`` objects (10-13 ms, measured). They are checked exactly as infos
+    are (``infos[k].field`` in errors) and never changed: ``distribute`` works on copies.
+    """
+
     names: list[str]
     caps: list[int]
     counts: list[int]
@@ -98,7 +107,7 @@ class _Columns:
 
 
 def distribute(
-    strategy: str, infos: Sequence[NodeInfo], need: int, limit: int = 0
+    strategy: str, infos: Sequence[NodeInfo] | Columns, need: int, limit: int = 0
 ) -> dict[str, int]:
     """Containers to add per node, by ``strategy`` (see the module docstring).
 
@@ -112,7 +121,7 @@ def distribute(
 
 
 def reference_distribute(
-    strategy: str, infos: Sequence[NodeInfo], need: int, limit: int = 0
+    strategy: str, infos: Sequence[NodeInfo] | Columns, need: int, limit: int = 0
 ) -> dict[str, int]:
     """The spec's rules applied literally: AUTO, GLOBAL and DRAINED one container at a time.
 
@@ -130,7 +139,7 @@ def _is_int(x: object) -> bool:
     return type(x) is int
 
 
-def _validate(strategy: str, infos: Sequence[NodeInfo], need: int, limit: int) -> _Columns:
+def _validate(strategy: str, infos: Sequence[NodeInfo] | Columns, need: int, limit: int) -> Columns:
     """Check the arguments; return the infos as columns. Raise ``invalid_request`` naming
     the first bad field, its value and the rule. Cost O(n).
 
@@ -142,14 +151,34 @@ def _validate(strategy: str, infos: Sequence[NodeInfo], need: int, limit: int) -
         raise invalid_request("limit", limit, "must be an integer >= 0 (0 = no limit)")
     if strategy not in STRATEGIES:
         raise invalid_request("strategy", strategy, "must be one of " + ", ".join(STRATEGIES))
-    infos = list(infos)
-    cols = _Columns(
-        names=[i.name for i in infos],
-        caps=[i.capacity for i in infos],
-        counts=[i.count for i in infos],
-        usages=[i.usage for i in infos],
-        rates=[i.rate for i in infos],
-    )
+    if isinstance(infos, Columns):
+        cols = Columns(
+            list(infos.names),
+            list(infos.caps),
+            list(infos.counts),
+            list(infos.usages),
+            list(infos.rates),
+        )
+        size = len(cols.names)
+        for field, column in (
+            ("caps", cols.caps),
+            ("counts", cols.counts),
+            ("usages", cols.usages),
+            ("rates", cols.rates),
+        ):
+            if len(column) != size:
+                raise invalid_request(
+                    f"infos.{field}", len(column), f"must hold one entry per name ({size})"
+                )
+    else:
+        infos = list(infos)
+        cols = Columns(
+            names=[i.name for i in infos],
+            caps=[i.capacity for i in infos],
+            counts=[i.count for i in infos],
+            usages=[i.usage for i in infos],
+            rates=[i.rate for i in infos],
+        )
     # Whole-column checks in C first (set of types, min, all(map(isfinite))); the loops
     # that name the culprit run only when one of them fails.
     for field, column in (("capacity", cols.caps), ("count", cols.counts)):
@@ -251,8 +280,12 @@ def _already_filled(need: int) -> PlacementError:
 
 
 def _by_name(names: Sequence[str], adds: Sequence[int]) -> dict[str, int]:
-    # The result in ascending name order, zero entries omitted.
-    return {names[k]: adds[k] for k in sorted(range(len(names)), key=names.__getitem__) if adds[k]}
+    # The result in ascending name order, zero entries omitted. The nodes that got none
+    # are dropped before the sort, in C (compress): 10,000 nodes of which one got some,
+    # 3.1-4.7 ms -> 0.3 ms; of which all did, the same (CPU time, best of 30).
+    picked = list(compress(range(len(adds)), adds))
+    picked.sort(key=names.__getitem__)
+    return {names[k]: adds[k] for k in picked}
 
 
 # --- AUTO -------------------------------------------------------------------------------
@@ -281,7 +314,7 @@ def _by_name(names: Sequence[str], adds: Sequence[int]) -> dict[str, int]:
 # tuple comparisons per container, so it grows with need).
 
 
-def _auto(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _auto(cols: Columns, need: int, limit: int) -> dict[str, int]:
     """AUTO in bulk by water-filling. Cost O(n log n): two sorts of ints, the bisection of
     O(log(need + max count)) steps of O(log n), one pass, and a sort of the level's ties."""
     caps, counts = cols.caps, cols.counts
@@ -298,6 +331,20 @@ def _auto(cols: _Columns, need: int, limit: int) -> dict[str, int]:
     live = [k for k, r in enumerate(rooms) if r > 0]  # non-empty: sum(rooms) >= need >= 1
     lcounts = [counts[k] for k in live]
     lrooms = [rooms[k] for k in live]
+    # Fewer containers than nodes at the lowest count (a new deployment smaller than the
+    # cluster; one container): the level stays at that count, since F(low + 1) = those
+    # nodes > need, so each container goes to one of them in tie order, and nothing is
+    # sorted. Keys and the mask in C (map, zip, compress), the `need` first by nsmallest
+    # (min() for one): one container on 10,000 nodes took 17-27 ms, 3-5 ms so (CPU time,
+    # best of 30).
+    low = min(lcounts)
+    if need < lcounts.count(low):
+        names, caps = cols.names, cols.caps
+        lnames = [names[k] for k in live]
+        totals = map(add, lcounts, [caps[k] for k in live])
+        at_low = map(low.__eq__, lcounts)
+        firsts = compress(zip(map(neg, totals), lnames, strict=True), at_low)
+        return dict(sorted([(name, 1) for _, name in nsmallest(need, firsts)]))
     bottoms = sorted(lcounts)
     tops = sorted(map(int.__add__, lcounts, lrooms))
     below = [0, *accumulate(bottoms)]
@@ -332,7 +379,7 @@ def _auto(cols: _Columns, need: int, limit: int) -> dict[str, int]:
     return _by_name([cols.names[k] for k in live], adds)
 
 
-def _reference_auto(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _reference_auto(cols: Columns, need: int, limit: int) -> dict[str, int]:
     # The spec's loop: need times, the least (count, -capacity left, name) among the nodes
     # with capacity left and (no limit or count < limit) gets one. O(need * n).
     available = sum(cols.caps)
@@ -359,7 +406,7 @@ def _reference_auto(cols: _Columns, need: int, limit: int) -> dict[str, int]:
 # --- EACH -------------------------------------------------------------------------------
 
 
-def _each(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _each(cols: Columns, need: int, limit: int) -> dict[str, int]:
     """EACH: every selected node gets exactly ``need``. Cost O(n log n) (one sort)."""
     caps, names = cols.caps, cols.names
     qualifying = [k for k, c in enumerate(caps) if c >= need]
@@ -372,7 +419,7 @@ def _each(cols: _Columns, need: int, limit: int) -> dict[str, int]:
     return dict.fromkeys(sorted(chosen), need)
 
 
-def _reference_each(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _reference_each(cols: Columns, need: int, limit: int) -> dict[str, int]:
     # The spec, line by line.
     nodes = sorted(zip(cols.names, cols.caps, strict=True), key=lambda nc: (-nc[1], nc[0]))
     qualifying = [name for name, cap in nodes if cap >= need]
@@ -390,7 +437,7 @@ def _reference_each(cols: _Columns, need: int, limit: int) -> dict[str, int]:
 # --- FILL -------------------------------------------------------------------------------
 
 
-def _fill(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _fill(cols: Columns, need: int, limit: int) -> dict[str, int]:
     """FILL: bring nodes up to ``need``. Cost O(n) without a limit, O(n log n) with one."""
     caps, counts, names = cols.caps, cols.counts, cols.names
     n = len(names)
@@ -411,7 +458,7 @@ def _fill(cols: _Columns, need: int, limit: int) -> dict[str, int]:
     return {name: adds[name] for name in sorted(adds)}
 
 
-def _reference_fill(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _reference_fill(cols: Columns, need: int, limit: int) -> dict[str, int]:
     # The spec, line by line: walk the ordered nodes, fill those that can reach need.
     nodes = sorted(
         zip(cols.names, cols.caps, cols.counts, strict=True), key=lambda x: (-x[2], -x[1], x[0])
@@ -516,7 +563,7 @@ def _global_threshold(usages: list[float], rates: list[float], caps: list[int], 
             hi = mid
 
 
-def _global(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _global(cols: Columns, need: int, limit: int) -> dict[str, int]:
     """GLOBAL in bulk: a threshold, then a heap for the rest. Cost O(n log n) plus
     O(p log n) for the p heap pops, p <= the containers left after the threshold."""
     available = sum(cols.caps)
@@ -560,7 +607,7 @@ def _global(cols: _Columns, need: int, limit: int) -> dict[str, int]:
     return _by_name(names, adds)
 
 
-def _reference_global(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _reference_global(cols: Columns, need: int, limit: int) -> dict[str, int]:
     # The spec's loop: need times, the least (usage + (j + 1) * rate, name) among the nodes
     # with capacity left gets one. O(need * n).
     available = sum(cols.caps)
@@ -583,7 +630,7 @@ def _reference_global(cols: _Columns, need: int, limit: int) -> dict[str, int]:
 # --- DRAINED ----------------------------------------------------------------------------
 
 
-def _drained(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _drained(cols: Columns, need: int, limit: int) -> dict[str, int]:
     """DRAINED: smallest rooms first, each filled. Cost O(n log n) (one sort)."""
     caps, usages, names = cols.caps, cols.usages, cols.names
     available = sum(caps)
@@ -603,7 +650,7 @@ def _drained(cols: _Columns, need: int, limit: int) -> dict[str, int]:
     return {name: adds[name] for name in sorted(adds)}
 
 
-def _reference_drained(cols: _Columns, need: int, limit: int) -> dict[str, int]:
+def _reference_drained(cols: Columns, need: int, limit: int) -> dict[str, int]:
     # One container at a time to the first node, in (capacity asc, usage desc, name) order
     # of the capacities given, that still has room. O(need * n).
     available = sum(cols.caps)
@@ -619,7 +666,7 @@ def _reference_drained(cols: _Columns, need: int, limit: int) -> dict[str, int]:
     return {n: got[n] for n in sorted(got) if got[n]}
 
 
-_Rule = Callable[[_Columns, int, int], dict[str, int]]
+_Rule = Callable[[Columns, int, int], dict[str, int]]
 _FAST: dict[str, _Rule] = {
     "auto": _auto,
     "each": _each,

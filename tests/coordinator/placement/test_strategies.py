@@ -17,6 +17,7 @@ import coordinator.placement.strategies as strategies
 from coordinator.placement.errors import PlacementError
 from coordinator.placement.strategies import (
     STRATEGIES,
+    Columns,
     NodeInfo,
     distribute,
     reference_distribute,
@@ -32,7 +33,7 @@ def N(name: str, capacity: int, count: int = 0, usage: float = 0.0, rate: float 
 def outcome(
     fn: Callable[..., dict[str, int]],
     strategy: str,
-    infos: Sequence[NodeInfo],
+    infos: Sequence[NodeInfo] | Columns,
     need: int,
     limit: int,
 ) -> Outcome:
@@ -529,6 +530,38 @@ LIMITS = st.one_of(st.just(0), st.integers(min_value=1, max_value=9))
 def test_matches_reference(strategy: str, infos: list[NodeInfo], need: int, limit: int) -> None:
     assert outcome(distribute, strategy, infos, need, limit) == outcome(
         reference_distribute, strategy, infos, need, limit
+    )
+
+
+def columns(infos: Sequence[NodeInfo]) -> Columns:
+    return Columns(
+        [i.name for i in infos],
+        [i.capacity for i in infos],
+        [i.count for i in infos],
+        [i.usage for i in infos],
+        [i.rate for i in infos],
+    )
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@settings(max_examples=150, deadline=None)
+@given(infos=node_lists(), need=NEEDS, limit=LIMITS)
+def test_columns_are_the_infos(strategy: str, infos: list[NodeInfo], need: int, limit: int) -> None:
+    given_columns = columns(infos)
+    assert outcome(distribute, strategy, given_columns, need, limit) == outcome(
+        distribute, strategy, infos, need, limit
+    )
+    assert outcome(reference_distribute, strategy, given_columns, need, limit) == outcome(
+        reference_distribute, strategy, infos, need, limit
+    )
+    assert given_columns == columns(infos)  # never changed (usages, rates: ints stay)
+
+
+def test_columns_of_unequal_lengths_are_refused() -> None:
+    short = Columns(["a", "b"], [1, 2], [0], [0.0, 0.0], [0.0, 0.0])
+    assert outcome(distribute, "auto", short, 1, 0) == (
+        "invalid_request",
+        {"field": "infos.counts", "value": 1, "rule": "must hold one entry per name (2)"},
     )
 
 
