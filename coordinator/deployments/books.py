@@ -131,14 +131,12 @@ class Books:
                 self.replaced.pop(container_id, None)
                 self.containers[container_id] = record
         # Charged after every node moved: a container's allocation is on its node's new
-        # state, and a pool that moved may have changed other containers' allocations.
+        # state. Only the changed containers: what another container asks for is in its
+        # allocation, which no change of a neighbour touches (recharging every container
+        # of every touched node made each deployment cost O(all containers) here).
         for record in change.containers.values():
             if not record.replaced_by:
                 self._index(record)
-        for node in change.nodes:
-            for container_id in self._by_node.get(node, ()):
-                if container_id not in change.containers:  # charged just above
-                    self._recharge(container_id)
         for key, deployment in change.deployments.items():
             self.deployments[key] = deployment
         for key in change.removed_deployments:

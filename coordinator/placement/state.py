@@ -98,7 +98,7 @@ class NodeState:
         setattr_(self, "cores", cores)
         setattr_(self, "numa", numa)
         setattr_(self, "numa_memory", numa_memory)
-        self._derive(dict(self.allocations))
+        self._derive(dict(self.allocations), {})
 
     @classmethod
     def _with_allocations(cls, state: NodeState, allocations: dict[str, Allocation]) -> NodeState:
@@ -111,19 +111,21 @@ class NodeState:
         for name in ("name", "cores", "numa", "memory", "numa_memory", "share_base"):
             setattr_(new, name, getattr(state, name))
         setattr_(new, "version", state.version + 1)
-        new._derive(allocations)
+        new._derive(allocations, state.allocations)
         return new
 
-    def _derive(self, allocations: dict[str, Allocation]) -> None:
-        """Check ``allocations`` against the (checked) topology and set them with the
-        derived fields."""
+    def _derive(self, allocations: dict[str, Allocation], checked: dict[str, Allocation]) -> None:
+        """Check ``allocations`` against the (checked) topology -- but for those that are
+        the very objects in ``checked``, checked already on this topology -- and set them
+        with the derived fields."""
         cores, numa, memory, numa_memory = self.cores, self.numa, self.memory, self.numa_memory
         used = dict.fromkeys(cores, 0)
         numa_used = dict.fromkeys(sorted(set(numa.values())) if numa else (), 0)
         memory_used = 0
         bound: set[int] = set()
         for cid, alloc in allocations.items():
-            _check_allocation(self.name, cid, alloc, cores, numa, self.share_base)
+            if checked.get(cid) is not alloc:
+                _check_allocation(self.name, cid, alloc, cores, numa, self.share_base)
             for c, pieces in alloc.plan.cores.items():
                 used[c] += pieces
                 bound.add(c)
