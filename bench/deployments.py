@@ -34,10 +34,10 @@ _BENCH = Path(__file__).resolve().parent
 sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
 
 from coordinator.config import PoolSettings, QuotaSettings  # noqa: E402
-from coordinator.deployment_service import DeploymentService  # noqa: E402
-from coordinator.pool_service import PoolService  # noqa: E402
-from coordinator.quota_service import QuotaService  # noqa: E402
-from coordinator.registry import NodeRegistry  # noqa: E402
+from coordinator.deployments.service import DeploymentService  # noqa: E402
+from coordinator.services.pool_service import PoolService  # noqa: E402
+from coordinator.services.quota_service import QuotaService  # noqa: E402
+from coordinator.services.registry import NodeRegistry  # noqa: E402
 from coordinator.store.sqlite import SqliteStore  # noqa: E402
 from shared.api.deployments import DeploymentSpec, ResourcesSpec  # noqa: E402
 from shared.cpuset import CpuSet  # noqa: E402

@@ -222,8 +222,8 @@ async def _seed(directory: Path, containers: int) -> None:
     from coordinator.deployments.records import container_key, deployment_key
     from coordinator.placement import Allocation, MiB, NodeState, Request
     from coordinator.placement.engine import memory_plan
-    from coordinator.plan_nodes import node_from_inventory
-    from coordinator.registry import NodeRegistry
+    from coordinator.services.plan_nodes import node_from_inventory
+    from coordinator.services.registry import NodeRegistry
     from coordinator.store import Txn
     from coordinator.store.sqlite import SqliteStore
     from shared.api.containers import ContainerRecord, HistoryEntry

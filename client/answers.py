@@ -2,7 +2,7 @@
 coordinator encodes them with, less any field this version does not know.
 
     nodes = AnswerDecoder(NodeList)
-    nodes.decode(ApiClient(server, token).get("/v1/nodes")).nodes[0].state  -> NodeState.READY
+    nodes.decode(ApiClient(server, token).get("/v1/nodes")).nodes[0].state  -> NodeHealth.READY
 
 A newer coordinator may add fields to its answers. A struct ignores a field it does not
 know, except the structs the coordinator also reads as request bodies, which refuse one,

@@ -31,13 +31,13 @@ import contextlib
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from coordinator.config import CoordinatorConfig
-from coordinator.deployment_service import DeploymentService
+from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
-from coordinator.events import Note
 from coordinator.http.auth import BEARER_HINT, bearer_token, token_matches
 from coordinator.metrics import Metrics
-from coordinator.nodes import node_name_problem
-from coordinator.registry import NodeRegistry
+from coordinator.services.events import Note
+from coordinator.services.nodes import node_name_problem
+from coordinator.services.registry import NodeRegistry
 from shared.bounds import clipped
 from shared.logs import get_logger
 from shared.protocol import (

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
-from coordinator.deployment_service import DeploymentService
+from coordinator.deployments.service import DeploymentService
 from coordinator.http.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.http.cluster import add_routes
 from coordinator.http.deployments import add_deployment_routes
@@ -36,12 +36,12 @@ from coordinator.keys import (
     REGISTRY,
     STORE,
 )
-from coordinator.lease_service import LeaseService
 from coordinator.metrics import Metrics
 from coordinator.openapi.document import add_openapi_routes
-from coordinator.pool_service import PoolService, cluster_total
-from coordinator.quota_service import QuotaService
-from coordinator.registry import NodeRegistry
+from coordinator.services.lease_service import LeaseService
+from coordinator.services.pool_service import PoolService, cluster_total
+from coordinator.services.quota_service import QuotaService
+from coordinator.services.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
 from shared.logs import get_logger
 

@@ -6,12 +6,12 @@ from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
-from coordinator.deployment_service import DeploymentService
-from coordinator.lease_service import LeaseService
+from coordinator.deployments.service import DeploymentService
 from coordinator.metrics import Metrics
-from coordinator.pool_service import PoolService
-from coordinator.quota_service import QuotaService
-from coordinator.registry import NodeRegistry
+from coordinator.services.lease_service import LeaseService
+from coordinator.services.pool_service import PoolService
+from coordinator.services.quota_service import QuotaService
+from coordinator.services.registry import NodeRegistry
 from coordinator.store import Store
 
 CONFIG = web.AppKey("config", CoordinatorConfig)

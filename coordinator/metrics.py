@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from shared.api.leases import ResourceStatus
-from shared.api.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeHealth, NodeRecord
 
 
 class Metrics:
@@ -49,7 +49,7 @@ class Metrics:
     def render(self, nodes: Iterable[NodeRecord], resources: Iterable[ResourceStatus]) -> bytes:
         """The exposition text, with node and lease figures taken at scrape time."""
         counts = Tally(record.state for record in nodes)
-        for state in NodeState:
+        for state in NodeHealth:
             self.nodes.labels(state=state.value).set(counts[state])
         for gauge in (self.lease_capacity, self.lease_sum_has, self.lease_sum_wants):
             gauge.clear()

@@ -8,7 +8,7 @@ from typing import Any
 from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.plan import Host
 from agent.runtime.reconciler import Runtime, RuntimeOptions
-from shared.api.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeHealth, NodeRecord
 from shared.codec import to_builtins, to_json
 from shared.cpuset import CpuSet
 from shared.inventory import Cpu, Inventory, NumaNode
@@ -46,7 +46,7 @@ def old_node_record(name: str, **inventory_fields: Any) -> bytes:
     inventory with ``inventory_fields`` written over it, unchecked (memory=-5, ...)."""
     record = NodeRecord(
         name=name,
-        state=NodeState.READY,
+        state=NodeHealth.READY,
         reason="",
         inventory=make_inventory(),
         address="10.0.0.7",

@@ -3,4 +3,4 @@ allocations are stored (``node_records``), GPU devices (``gpus``), what a contai
 in units -- devices and extended resources -- and which nodes have room (``units``),
 translations for the quota engine, the agents and the event log (``translate``), and
 what a decision gives back (``outcome``). The service that decides is
-``coordinator.deployment_service``."""
+``coordinator.deployments.service``."""

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 from coordinator.errors import NotFound
 from coordinator.placement import NodeState
-from coordinator.plan_nodes import registered_node
-from coordinator.pool_service import PoolService
-from coordinator.quota_service import QuotaService
-from coordinator.registry import NodeRecords, NodeRegistry
-from shared.api.nodes import NodeState as NodeHealth
+from coordinator.services.plan_nodes import registered_node
+from coordinator.services.pool_service import PoolService
+from coordinator.services.quota_service import QuotaService
+from coordinator.services.registry import NodeRecords, NodeRegistry
+from shared.api.nodes import NodeHealth
 from shared.inventory import Inventory
 
 

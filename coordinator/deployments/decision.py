@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator.events import Note
 from coordinator.placement import NodeState
 from coordinator.quotas import PreemptionRecord, Quota
+from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord
 

@@ -22,9 +22,9 @@ from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.outcome import DeployRefused
 from coordinator.errors import NotFound, UnusableNode
-from coordinator.events import Note
 from coordinator.placement import NodeState, release
 from coordinator.quotas import PreemptionRecord, Quota
+from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.api.deployments import DeploymentRecord
 from shared.protocol import Limits

@@ -10,9 +10,9 @@ from coordinator.deployments.inventory_change import capacity_delta
 from coordinator.deployments.outcome import DeployRefused, refused_by_kind
 from coordinator.deployments.placing import place_again
 from coordinator.deployments.translate import note_for
-from coordinator.events import Note
 from coordinator.placement import NodeState, PlacementError, set_node
-from coordinator.plan_nodes import node_from_inventory
+from coordinator.services.events import Note
+from coordinator.services.plan_nodes import node_from_inventory
 from shared.inventory import Inventory
 from shared.quantity import format_memory
 

@@ -38,7 +38,6 @@ from coordinator.deployments.translate import (
     unit_need,
 )
 from coordinator.deployments.units import FreeUnits, Grant, free_units, room, shortage
-from coordinator.events import Note
 from coordinator.placement import (
     Node,
     Normalized,
@@ -52,6 +51,7 @@ from coordinator.placement import (
 )
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import admit, choose_node, first_refused, plan_preemption
+from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
 

@@ -37,8 +37,8 @@ from coordinator.deployments.draft import Draft
 from coordinator.deployments.node_records import allocation_key, stored
 from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import container_key, deployment_key
-from coordinator.events import EventLog, Note
-from coordinator.quota_service import QUOTA_PREFIX
+from coordinator.services.events import EventLog, Note
+from coordinator.services.quota_service import QUOTA_PREFIX
 from coordinator.store import Compare, Store, Txn
 from shared.codec import to_json
 from shared.logs import get_logger

@@ -9,8 +9,8 @@ from typing import Any
 
 from coordinator.deployments.gpus import GpuNeed
 from coordinator.deployments.units import UnitNeed
-from coordinator.events import Note
 from coordinator.quotas import Container as QuotaContainer
+from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentSpec
 from shared.protocol import DesiredContainer, Limits

@@ -31,8 +31,8 @@ import msgspec
 from aiohttp import web
 from msgspec import Meta
 
-from coordinator.deployment_service import DeploymentService
 from coordinator.deployments.outcome import DeployOutcome, DeployRefused
+from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, NotFound, Unprocessable
 from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import principal_of, require_namespace

@@ -20,10 +20,10 @@ from coordinator.errors import ApiError, NotFound
 from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import principal_of, require_admin, require_namespace
 from coordinator.keys import LEASES
-from coordinator.lease_keys import CLUSTER_NAMESPACE
-from coordinator.lease_service import LeaseRequestError
-from coordinator.lease_views import leases_seen
 from coordinator.leases import ResourceTemplate
+from coordinator.services.lease_keys import CLUSTER_NAMESPACE
+from coordinator.services.lease_service import LeaseRequestError
+from coordinator.services.lease_views import leases_seen
 from shared.codec import json_decoder
 from shared.lease_protocol import CapacityRequest, ReleaseRequest
 

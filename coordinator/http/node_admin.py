@@ -22,7 +22,7 @@ from typing import Literal
 import msgspec
 from aiohttp import web
 
-from coordinator.deployment_service import DeploymentService
+from coordinator.deployments.service import DeploymentService
 from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import ADMIN, Principal, principal_of, require_admin
 from coordinator.keys import DEPLOYMENTS

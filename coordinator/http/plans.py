@@ -20,8 +20,13 @@ from coordinator.errors import ApiError, Conflict, UnusableNode
 from coordinator.http.bodies import json_response, read_body
 from coordinator.keys import CONFIG, REGISTRY
 from coordinator.placement import Node, Placement, PlacementError, Planner, Request, place
-from coordinator.plan_nodes import InlineNode, NodeSpecError, node_from_spec, registered_node
-from shared.api.nodes import NodeState
+from coordinator.services.plan_nodes import (
+    InlineNode,
+    NodeSpecError,
+    node_from_spec,
+    registered_node,
+)
+from shared.api.nodes import NodeHealth
 from shared.api.plans import PlannedContainer, PlannedNode, PlanResponse
 from shared.codec import json_decoder
 
@@ -68,7 +73,7 @@ def _candidates(
         registry = request.app[REGISTRY]
         nodes = []
         for record in registry.all():
-            if record.state != NodeState.READY:
+            if record.state != NodeHealth.READY:
                 continue
             try:
                 nodes.append(registered_node(registry, record.name, share_base=share_base))

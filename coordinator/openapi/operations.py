@@ -19,7 +19,7 @@ from coordinator.http.pools import SimulationRequest
 from coordinator.http.quotas import CompositeQuotaBody, ElasticQuotaBody
 from coordinator.openapi import examples as ex
 from coordinator.openapi.schemas import INTEGER, STRING, Schema
-from coordinator.pool_service import PoolView
+from coordinator.services.pool_service import PoolView
 from shared.api.containers import ContainerView
 from shared.api.deployments import DeploymentSpec, DeploymentView, PlacedView
 from shared.api.events import Event

@@ -1,5 +1,5 @@
 """The decisions users ask "why?" about, as the API shows them: ``GET /v1/events``.
-The coordinator keeps and stores them (``coordinator.events``)."""
+The coordinator keeps and stores them (``coordinator.services.events``)."""
 
 from __future__ import annotations
 

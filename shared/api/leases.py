@@ -2,7 +2,7 @@
 and the coordinator's ``[[resources]]`` config), a resource's status and its leases.
 
 The coordinator validates and matches templates (``coordinator.leases.templates``) and
-builds the views (``coordinator.lease_service``, ``coordinator.lease_views``).
+builds the views (``coordinator.services.lease_service``, ``coordinator.services.lease_views``).
 """
 
 from __future__ import annotations

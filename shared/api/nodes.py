@@ -1,5 +1,5 @@
 """A registered node as the API shows it: ``GET /v1/nodes``, ``GET /v1/nodes/{name}``.
-Its state machine is the coordinator's (``coordinator.nodes``)."""
+Its state machine is the coordinator's (``coordinator.services.nodes``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import msgspec
 from shared.inventory import Inventory
 
 
-class NodeState(enum.StrEnum):
+class NodeHealth(enum.StrEnum):
     READY = "ready"
     DEGRADED = "degraded"
     LOST = "lost"
@@ -18,7 +18,7 @@ class NodeState(enum.StrEnum):
 
 class NodeRecord(msgspec.Struct, frozen=True, kw_only=True):
     name: str
-    state: NodeState
+    state: NodeHealth
     reason: str  # why the node is degraded or lost; "" when ready
     inventory: Inventory
     address: str  # the agent's peer address at its last hello

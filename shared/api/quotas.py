@@ -1,5 +1,5 @@
 """Quotas as the API shows them, with their status: ``/v1/quotas``
-(``coordinator.quota_service`` builds them)."""
+(``coordinator.services.quota_service`` builds them)."""
 
 from __future__ import annotations
 

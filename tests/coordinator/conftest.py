@@ -20,7 +20,7 @@ from aiohttp import web
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig, NamespaceToken
 from coordinator.keys import REGISTRY, STORE
-from coordinator.registry import NODE_PREFIX
+from coordinator.services.registry import NODE_PREFIX
 from shared.codec import to_builtins, to_json
 from shared.protocol import SUBPROTOCOL
 from tests.builders import make_inventory

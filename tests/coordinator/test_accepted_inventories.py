@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 from coordinator.placement import NodeState, PlacementError, Request, place
-from coordinator.plan_nodes import node_from_inventory
+from coordinator.services.plan_nodes import node_from_inventory
 from shared.inventory import Inventory
 from tests.inventories import inventories
 

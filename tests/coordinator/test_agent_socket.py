@@ -12,7 +12,7 @@ import pytest
 
 from coordinator.agent_hub import CLOSE_LEASE_EXPIRED, CLOSE_REPLACED
 from coordinator.keys import STORE
-from coordinator.registry import NODE_PREFIX
+from coordinator.services.registry import NODE_PREFIX
 from tests.coordinator.conftest import (
     HEARTBEAT_SECONDS,
     LEASE_SECONDS,

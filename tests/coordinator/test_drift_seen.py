@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.agent_hub import AgentHub
-from coordinator.events import Note
+from coordinator.services.events import Note
 from shared.api.events import Event
 from shared.bounds import clipped
 from shared.protocol import ContainerStatus, Status

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import coordinator.events as events_module
-from coordinator.events import EVENT_PREFIX, KEEP, EventLog, Note, event_key
+import coordinator.services.events as events_module
+from coordinator.services.events import EVENT_PREFIX, KEEP, EventLog, Note, event_key
 from coordinator.store import Entry, Txn, TxnResult
 from coordinator.store.sqlite import SqliteStore
 from shared.api.events import Event

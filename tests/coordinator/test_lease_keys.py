@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.lease_keys import (
+from coordinator.services.lease_keys import (
     CLUSTER_NAMESPACE,
     HeldKey,
     held_key,

@@ -17,9 +17,9 @@ from aiohttp import web
 
 from coordinator.config import CoordinatorConfig, NamespaceToken
 from coordinator.keys import LEASES, STORE
-from coordinator.lease_keys import HELD_PREFIX
-from coordinator.lease_service import LeaseService, StoredLease
 from coordinator.leases import Kind
+from coordinator.services.lease_keys import HELD_PREFIX
+from coordinator.services.lease_service import LeaseService, StoredLease
 from coordinator.store import Txn
 from coordinator.store.sqlite import SqliteStore
 from shared.codec import to_json

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator.lease_keys import holder_key
-from coordinator.lease_views import client_lease, leases_seen
 from coordinator.leases import LeaseState
+from coordinator.services.lease_keys import holder_key
+from coordinator.services.lease_views import client_lease, leases_seen
 from shared.api.leases import ClientLease, OtherLeases
 
 

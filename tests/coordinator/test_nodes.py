@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.nodes import (
-    Leases,
+from coordinator.services.nodes import (
+    NodeLeases,
     node_name_problem,
     on_hello,
     on_lease_expired,
     on_problems,
 )
-from shared.api.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeHealth, NodeRecord
 from tests.builders import make_inventory
 
 T0 = 1_700_000_000.0
@@ -81,7 +81,7 @@ def test_invalid_node_names_say_why(name: str, why: str) -> None:
 def test_first_hello_registers_a_ready_node() -> None:
     record = hello(None, now=T0)
 
-    assert record.state == NodeState.READY
+    assert record.state == NodeHealth.READY
     assert record.reason == ""
     assert record.registered_at == record.state_since == T0
     assert (record.name, record.address, record.agent_version) == (
@@ -95,7 +95,7 @@ def test_first_hello_registers_a_ready_node() -> None:
 def test_first_hello_with_problems_registers_a_degraded_node() -> None:
     record = hello(None, now=T0, problems=["nvml unreadable", "gpu 1 missing"])
 
-    assert record.state == NodeState.DEGRADED
+    assert record.state == NodeHealth.DEGRADED
     assert record.reason == "nvml unreadable; gpu 1 missing"
     assert record.registered_at == record.state_since == T0
 
@@ -127,7 +127,7 @@ def test_hello_revives_a_lost_node() -> None:
 
     revived = hello(lost, now=T0 + 90)
 
-    assert revived.state == NodeState.READY
+    assert revived.state == NodeHealth.READY
     assert revived.reason == ""
     assert revived.state_since == T0 + 90
     assert revived.registered_at == T0
@@ -143,11 +143,11 @@ def test_problems_move_a_node_between_ready_and_degraded() -> None:
     healed = on_problems(degraded, [], now=T0 + 2)
 
     assert (degraded.state, degraded.reason, degraded.state_since) == (
-        NodeState.DEGRADED,
+        NodeHealth.DEGRADED,
         "nvml unreadable",
         T0 + 1,
     )
-    assert (healed.state, healed.reason, healed.state_since) == (NodeState.READY, "", T0 + 2)
+    assert (healed.state, healed.reason, healed.state_since) == (NodeHealth.READY, "", T0 + 2)
     assert healed.registered_at == T0
 
 
@@ -180,7 +180,7 @@ def test_an_expired_lease_loses_the_node(problems: list[str]) -> None:
 
     lost = on_lease_expired(record, lease_seconds=15.0, now=T0 + 16)
 
-    assert lost.state == NodeState.LOST
+    assert lost.state == NodeHealth.LOST
     assert lost.reason == "no heartbeat for 15s"
     assert lost.state_since == T0 + 16
     assert lost.registered_at == T0
@@ -192,11 +192,11 @@ def test_an_expired_lease_leaves_a_lost_node_alone() -> None:
     assert on_lease_expired(lost, lease_seconds=15, now=T0 + 99) is lost
 
 
-# --- Leases ---------------------------------------------------------------------------
+# --- NodeLeases ---------------------------------------------------------------------------
 
 
 def test_a_lease_ends_lease_seconds_after_its_renewal() -> None:
-    leases = Leases(lease_seconds=10)
+    leases = NodeLeases(lease_seconds=10)
     leases.renew("n1", now=100)
 
     assert "n1" in leases
@@ -208,7 +208,7 @@ def test_a_lease_ends_lease_seconds_after_its_renewal() -> None:
 
 
 def test_a_renewal_replaces_the_old_deadline() -> None:
-    leases = Leases(lease_seconds=10)
+    leases = NodeLeases(lease_seconds=10)
     leases.renew("n1", now=100)
     leases.renew("n1", now=105)
 
@@ -218,7 +218,7 @@ def test_a_renewal_replaces_the_old_deadline() -> None:
 
 
 def test_set_deadline_can_move_a_lease_earlier() -> None:
-    leases = Leases(lease_seconds=10)
+    leases = NodeLeases(lease_seconds=10)
     leases.renew("n1", now=100)
     leases.set_deadline("n1", 101)
 
@@ -227,7 +227,7 @@ def test_set_deadline_can_move_a_lease_earlier() -> None:
 
 
 def test_expired_names_come_once_in_deadline_order() -> None:
-    leases = Leases(lease_seconds=10)
+    leases = NodeLeases(lease_seconds=10)
     for name, deadline in [("c", 3.0), ("a", 5.0), ("b", 1.0), ("d", 50.0)]:
         leases.set_deadline(name, deadline)
     leases.set_deadline("c", 4.0)  # a second entry for c in the heap
@@ -252,7 +252,7 @@ _operations = st.lists(
 @settings(max_examples=300)
 @given(operations=_operations)
 def test_leases_match_a_full_scan(operations: list[tuple[str, str, int, int]]) -> None:
-    leases = Leases(lease_seconds=5)
+    leases = NodeLeases(lease_seconds=5)
     deadlines: dict[str, float] = {}
     now = 0.0
     for kind, name, step, offset in operations:

@@ -189,7 +189,7 @@ _CHECKS = {
         ({"$ref": "#/components/schemas/ScaleSpec"}, {"count": 1, "colour": "red"}),
         ({"$ref": "#/components/schemas/ScaleSpec"}, {}),
         ({"$ref": "#/components/schemas/ScaleSpec"}, {"count": True}),
-        ({"$ref": "#/components/schemas/NodeState"}, "gone"),
+        ({"$ref": "#/components/schemas/NodeHealth"}, "gone"),
         ({"$ref": "#/components/schemas/Gpu"}, {"numa": "0"}),
         ({"$ref": "#/components/schemas/DeploymentSpec"}, ex.DEPLOYMENT_SPEC | {"name": "Web!"}),
         (

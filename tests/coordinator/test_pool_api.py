@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from coordinator.config import PoolSettings
-from coordinator.pool_service import PoolService
+from coordinator.services.pool_service import PoolService
 from coordinator.store.sqlite import SqliteStore
 from tests.coordinator.conftest import API_TOKEN, Coordinator
 

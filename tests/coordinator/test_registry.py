@@ -11,10 +11,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from coordinator.registry import NodeRegistry
+from coordinator.services.registry import NodeRegistry
 from coordinator.store import Entry, Store, StoreError, Txn, TxnResult
 from coordinator.store.sqlite import SqliteStore
-from shared.api.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeHealth, NodeRecord
 from shared.cpuset import CpuSet
 from shared.logs import fields_of
 from tests.builders import make_inventory
@@ -102,7 +102,7 @@ async def lose(registry: NodeRegistry, clock: Clock, name: str = "n1") -> NodeRe
     """Let ``name``'s lease run out and return its lost record."""
     clock.advance(LEASE)
     [lost] = await registry.expire_leases()
-    assert (lost.name, lost.state) == (name, NodeState.LOST)
+    assert (lost.name, lost.state) == (name, NodeHealth.LOST)
     return lost
 
 
@@ -114,7 +114,7 @@ async def test_hello_registers_and_persists(store: SqliteStore, clock: Clock) ->
 
     record = await say_hello(registry)
 
-    assert record.state == NodeState.READY
+    assert record.state == NodeHealth.READY
     assert record.registered_at == record.state_since == clock.wall
     assert registry.get("n1") == record
     assert registry.all() == [record]
@@ -133,7 +133,7 @@ async def test_heartbeats_keep_a_node_ready(store: SqliteStore, clock: Clock) ->
 
     record = registry.get("n1")
     assert record is not None
-    assert record.state == NodeState.READY
+    assert record.state == NodeHealth.READY
     assert store.revision == 1  # heartbeats write nothing
 
 
@@ -147,7 +147,7 @@ async def test_a_silent_node_is_lost_once_and_persisted(store: SqliteStore, cloc
     lost = await registry.expire_leases()
 
     assert [(r.name, r.state, r.reason) for r in lost] == [
-        ("n1", NodeState.LOST, "no heartbeat for 15s")
+        ("n1", NodeHealth.LOST, "no heartbeat for 15s")
     ]
     assert lost[0].state_since == clock.wall
     assert registry.get("n1") == lost[0]
@@ -168,7 +168,7 @@ async def test_a_lost_node_needs_a_hello_not_a_heartbeat(store: SqliteStore, clo
 
     revived = await say_hello(registry)
     assert (revived.state, revived.reason, revived.state_since) == (
-        NodeState.READY,
+        NodeHealth.READY,
         "",
         clock.wall,
     )
@@ -200,7 +200,7 @@ async def test_problems_are_persisted_both_ways(store: SqliteStore, clock: Clock
     degraded = await persisted(store, "n1")
     assert degraded is not None
     assert (degraded.state, degraded.reason, degraded.state_since) == (
-        NodeState.DEGRADED,
+        NodeHealth.DEGRADED,
         "nvml unreadable; gpu 1 missing",
         clock.wall,
     )
@@ -209,7 +209,7 @@ async def test_problems_are_persisted_both_ways(store: SqliteStore, clock: Clock
     await registry.report_problems("n1", [])
     ready = await persisted(store, "n1")
     assert ready is not None
-    assert (ready.state, ready.reason, ready.state_since) == (NodeState.READY, "", clock.wall)
+    assert (ready.state, ready.reason, ready.state_since) == (NodeHealth.READY, "", clock.wall)
     assert registry.get("n1") == ready
 
 
@@ -255,7 +255,7 @@ async def test_a_restart_gives_live_nodes_a_fresh_lease(store: SqliteStore, cloc
     lost = await after.expire_leases()
     assert sorted(r.name for r in lost) == ["n1", "n2"]  # n3 holds no lease
     assert store.revision == revision + 1
-    assert all(r.state == NodeState.LOST for r in after.all())
+    assert all(r.state == NodeHealth.LOST for r in after.all())
 
 
 # --- a failed save --------------------------------------------------------------------
@@ -288,7 +288,7 @@ async def test_a_node_whose_loss_was_not_saved_is_not_lost(
     if heartbeat == "after-save":
         registry.heartbeat("n1")
     retried = await registry.expire_leases()
-    assert [r.state for r in retried] == ([NodeState.LOST] if lost_next else [])
+    assert [r.state for r in retried] == ([NodeHealth.LOST] if lost_next else [])
     if not lost_next:  # the heartbeat's lease still runs out in the end
         await lose(registry, clock)
     assert await persisted(store, "n1") == registry.get("n1")
@@ -301,7 +301,7 @@ def events(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str, dict[str, o
     return [
         (r.levelno, r.getMessage(), dict(fields_of(r)))
         for r in caplog.records
-        if r.name == "allot.coordinator.nodes"
+        if r.name == "allot.coordinator.services.nodes"
     ]
 
 
@@ -326,10 +326,10 @@ async def test_state_changes_are_logged_once(
     ]
     fields = [f for _, _, f in events(allot_logs)]
     assert fields[0]["node"] == "n1"
-    assert fields[0]["state"] == NodeState.READY
+    assert fields[0]["state"] == NodeHealth.READY
     assert fields[1]["reason"] == "nvml unreadable"
     assert (fields[2]["reason"], fields[2]["was"]) == ("no heartbeat for 15s", "degraded")
-    assert fields[3]["was"] == NodeState.LOST
+    assert fields[3]["was"] == NodeHealth.LOST
     assert "reason" not in fields[3]
 
 
@@ -380,7 +380,7 @@ async def test_a_report_during_a_hello_builds_on_the_hello(
     )
     record = registry.get("n1")
     assert record is not None
-    assert (record.inventory.hostname, record.state) == ("host-b", NodeState.DEGRADED)
+    assert (record.inventory.hostname, record.state) == ("host-b", NodeHealth.DEGRADED)
     assert await persisted(store, "n1") == record
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from coordinator.registry import NODE_PREFIX
+from coordinator.services.registry import NODE_PREFIX
 from coordinator.store import Txn
 from coordinator.store.sqlite import SqliteStore
 from shared.codec import to_builtins

@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.config import PoolSettings, QuotaSettings
-from coordinator.deployment_service import DeploymentService
+from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError
 from coordinator.placement import Delta
-from coordinator.pool_service import PoolService
-from coordinator.quota_service import QuotaService
-from coordinator.registry import NodeRegistry
+from coordinator.services.pool_service import PoolService
+from coordinator.services.quota_service import QuotaService
+from coordinator.services.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from shared.protocol import ContainerStatus, Status

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.registry import NodeRegistry
+from coordinator.services.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from tests.builders import make_inventory

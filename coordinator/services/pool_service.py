@@ -24,7 +24,7 @@ import msgspec
 from coordinator.config import PoolSettings
 from coordinator.pools import ROOT, PoolTree, Share
 from coordinator.store import Store, Txn
-from shared.api.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeHealth, NodeRecord
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
 
@@ -162,7 +162,7 @@ class PoolService:
 
 def cluster_total(nodes: Sequence[NodeRecord]) -> dict[str, float]:
     """What the ready nodes offer, in the pools' units: cores and bytes."""
-    ready = [node.inventory for node in nodes if node.state == NodeState.READY]
+    ready = [node.inventory for node in nodes if node.state == NodeHealth.READY]
     return {
         "cpu": float(sum(len(inventory.offered()) for inventory in ready)),
         "memory": float(sum(inventory.memory for inventory in ready)),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from shared.api.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeHealth, NodeRecord
 from shared.inventory import Inventory
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -33,10 +33,10 @@ def node_name_problem(name: str) -> str | None:
     return None
 
 
-def _health(problems: Sequence[str]) -> tuple[NodeState, str]:
+def _health(problems: Sequence[str]) -> tuple[NodeHealth, str]:
     if problems:
-        return NodeState.DEGRADED, "; ".join(problems)
-    return NodeState.READY, ""
+        return NodeHealth.DEGRADED, "; ".join(problems)
+    return NodeHealth.READY, ""
 
 
 def on_hello(
@@ -66,19 +66,19 @@ def on_hello(
 def on_problems(record: NodeRecord, problems: Sequence[str], *, now: float) -> NodeRecord:
     """The record after the agent reported its current problems (none: healthy)."""
     state, reason = _health(problems)
-    if record.state == NodeState.LOST or (state, reason) == (record.state, record.reason):
+    if record.state == NodeHealth.LOST or (state, reason) == (record.state, record.reason):
         return record
     return msgspec.structs.replace(record, state=state, reason=reason, state_since=now)
 
 
 def on_lease_expired(record: NodeRecord, *, lease_seconds: float, now: float) -> NodeRecord:
-    if record.state == NodeState.LOST:
+    if record.state == NodeHealth.LOST:
         return record
     reason = f"no heartbeat for {lease_seconds:g}s"
-    return msgspec.structs.replace(record, state=NodeState.LOST, reason=reason, state_since=now)
+    return msgspec.structs.replace(record, state=NodeHealth.LOST, reason=reason, state_since=now)
 
 
-class Leases:
+class NodeLeases:
     """When each live node's lease ends; ``expired`` pops the ones that have.
 
     Deadlines are on a monotonic clock. A heap with lazy deletion: renewing pushes a new

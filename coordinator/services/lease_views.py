@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from coordinator.lease_keys import split_holder
 from coordinator.leases import LeaseState
+from coordinator.services.lease_keys import split_holder
 from shared.api.leases import ClientLease, OtherLeases, ResourceLeases
 
 

@@ -16,7 +16,7 @@ import msgspec
 
 from coordinator.errors import NotFound, UnusableNode
 from coordinator.placement import Node, PlacementError
-from coordinator.registry import NodeRecords
+from coordinator.services.registry import NodeRecords
 from shared.inventory import Inventory
 from shared.quantity import QuantityError, parse_count, parse_memory
 

@@ -23,9 +23,9 @@ from typing import Protocol
 
 import msgspec
 
-from coordinator.nodes import Leases, on_hello, on_lease_expired, on_problems
+from coordinator.services.nodes import NodeLeases, on_hello, on_lease_expired, on_problems
 from coordinator.store import Store, Txn
-from shared.api.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeHealth, NodeRecord
 from shared.codec import to_json
 from shared.frame_faults import fault_of
 from shared.inventory import Inventory
@@ -33,7 +33,7 @@ from shared.inventory_rules import inventory_violations, summary
 from shared.logs import get_logger
 from shared.unconstrained import StoredDecoder
 
-log = get_logger("allot.coordinator.nodes")
+log = get_logger("allot.coordinator.services.nodes")
 
 NODE_PREFIX = "/nodes/"
 _stored_record = StoredDecoder(NodeRecord)
@@ -88,11 +88,11 @@ class NodeRegistry:
         self._records = {record.name: record for record in records}
         self._unusable = dict(unusable or {})  # node -> why its record breaks today's rules
         self._writing: dict[str, asyncio.Lock] = {}  # node -> held while its record changes
-        self._leases = Leases(lease_seconds)
+        self._leases = NodeLeases(lease_seconds)
         self._wall = wall_clock
         self._monotonic = monotonic
         for record in records:
-            if record.state != NodeState.LOST:
+            if record.state != NodeHealth.LOST:
                 self._leases.renew(record.name, now=monotonic())
 
     @classmethod
@@ -121,7 +121,7 @@ class NodeRegistry:
         log.info(
             "node records loaded",
             nodes=len(records),
-            live=sum(r.state != NodeState.LOST for r in records),
+            live=sum(r.state != NodeHealth.LOST for r in records),
             revision=store.revision,
         )
         return cls(
@@ -179,7 +179,7 @@ class NodeRegistry:
     def heartbeat(self, name: str) -> None:
         """Extend a live node's lease; a lost node must say hello again first."""
         record = self._records.get(name)
-        if record is not None and record.state != NodeState.LOST:
+        if record is not None and record.state != NodeHealth.LOST:
             self._leases.renew(name, now=self._monotonic())
 
     async def report_problems(self, name: str, problems: Sequence[str]) -> None:
@@ -246,7 +246,7 @@ class NodeRegistry:
             fields: dict[str, object] = {"node": record.name, "was": previous.state}
             if record.reason:
                 fields["reason"] = record.reason
-            if record.state == NodeState.READY:
+            if record.state == NodeHealth.READY:
                 log.info("node ready", **fields)
             else:
                 log.warning(f"node {record.state}", **fields)

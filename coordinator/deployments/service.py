@@ -47,13 +47,13 @@ from coordinator.deployments.sequencer import CORDON_PREFIX, PREEMPTIONS_KEY, Se
 from coordinator.deployments.translate import desired_container, quota_container
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
-from coordinator.events import EventLog, Note
 from coordinator.placement import Delta, NodeState
-from coordinator.pool_service import PoolService
-from coordinator.quota_service import QuotaService
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import PreemptionRecord, Quota
-from coordinator.registry import NodeRegistry
+from coordinator.services.events import EventLog, Note
+from coordinator.services.pool_service import PoolService
+from coordinator.services.quota_service import QuotaService
+from coordinator.services.registry import NodeRegistry
 from coordinator.store import Store
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord, DeploymentSpec

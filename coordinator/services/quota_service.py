@@ -26,7 +26,7 @@ from coordinator.quotas import (
     used,
 )
 from coordinator.store import Store
-from shared.api.nodes import NodeRecord, NodeState
+from shared.api.nodes import NodeHealth, NodeRecord
 from shared.api.quotas import QuotaStatus, QuotaSummary, QuotaView
 from shared.codec import json_decoder
 from shared.inventory import Gpu
@@ -110,7 +110,7 @@ class QuotaService:
             total[resource] = total.get(resource, Fraction(0)) + amount
 
         for node in nodes:
-            if node.state != NodeState.READY:
+            if node.state != NodeHealth.READY:
                 continue
             inventory = node.inventory
             add("cpu", len(inventory.offered()))

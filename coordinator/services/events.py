@@ -33,7 +33,7 @@ from shared.api.events import Event
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
 
-log = get_logger("allot.coordinator.events")
+log = get_logger("allot.coordinator.services.events")
 
 EVENT_PREFIX = "/events/"
 KEEP = 10_000

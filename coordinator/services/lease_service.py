@@ -36,8 +36,6 @@ from typing import Literal
 
 import msgspec
 
-from coordinator.lease_keys import HELD_PREFIX, held_key, holder_key, parse_held_key
-from coordinator.lease_views import client_lease
 from coordinator.leases import (
     LeaseState,
     LeaseTable,
@@ -48,6 +46,8 @@ from coordinator.leases import (
     table_for,
     validate_templates,
 )
+from coordinator.services.lease_keys import HELD_PREFIX, held_key, holder_key, parse_held_key
+from coordinator.services.lease_views import client_lease
 from coordinator.store import Store, Txn
 from shared.api.leases import ClientLease, ResourceStatus
 from shared.codec import json_decoder, to_json
