@@ -124,13 +124,14 @@ class Sequencer:
         # to place, and on the event loop it held up every lease and heartbeat that long.
         # Nothing else changes the books meanwhile (only this task applies commits), and
         # the thread hands the event loop the interpreter every few milliseconds.
-        context = self._context.frozen()
-        loop = asyncio.get_running_loop()
-        batch, answers = await loop.run_in_executor(self._thread, self._decide, queued, context)
+        answers: list[Answer] = [(future, None, None) for _, future in queued]
         try:
+            context = self._context.frozen()
+            loop = asyncio.get_running_loop()
+            batch, answers = await loop.run_in_executor(self._thread, self._decide, queued, context)
             if not batch.is_empty():
                 await self._commit(batch)
-        except BaseException as error:
+        except BaseException as error:  # every caller hears of it; none waits for ever
             for future, _, _ in answers:
                 if not future.done():
                     future.set_exception(_failed(error))

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.keys import STORE
+from coordinator.keys import DEPLOYMENTS, STORE
 from coordinator.store import StoreError, Txn, TxnResult
 from tests.coordinator.conftest import Coordinator, register
 from tests.coordinator.test_deployment_api import call
@@ -116,4 +116,16 @@ async def test_a_failed_commit_changes_nothing_in_memory(
     monkeypatch.setattr(store, "commit", commit)
     answers = await deploy_all(cluster, ["x0", "x1", "x2"])
     assert [status for status, _ in answers] == [201] * 3, answers
+    await assert_memory_is_the_store(cluster)
+
+
+async def test_a_coordinator_that_cannot_decide_answers_instead_of_hanging(
+    cluster: Coordinator,
+) -> None:
+    """Deciding itself fails (here: its thread is gone, as at shutdown): each request of
+    the batch gets an error answer, and memory is the store."""
+    await register(cluster, "node-a")
+    cluster.app[DEPLOYMENTS].close()
+    answers = await asyncio.wait_for(deploy_all(cluster, ["a", "b"]), timeout=10)
+    assert {status for status, _ in answers} == {500}, answers
     await assert_memory_is_the_store(cluster)
