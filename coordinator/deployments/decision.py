@@ -3,11 +3,13 @@ at all (``sequencer``), then applied to the books (``books``).
 
     change = Decision()
     change.containers[record.id] = record      # new or changed
-    change.removed.add(old_id)                 # gone (its allocation released already)
+    change.remove(old_id, node)                # gone (its allocation released already)
     change.notes.append(Note("placed", ...))   # events committed with it
 
 A decision never holds a container both changed and removed: ``remove`` drops a change of
-the same container, and the sequencer's batches merge decisions with ``absorb``.
+the same container, and ``Draft.put_container`` a removal. A batch is one Decision too:
+each decider writes into a ``copy`` of the batch so far, which becomes the batch when it
+succeeds.
 """
 
 from __future__ import annotations

@@ -18,9 +18,11 @@ the first one's uncommitted change, its compare then failed against a revision t
 the commit in flight (a false 409), and the restore wiped or revived the other's writes.
 
 Deciding the next batch does not overlap the commit of this one: a batch decided on top of
-one whose commit then fails would have to be undone too. Deciding is cheap next to an
-fsync (a 1,000-container deployment is decided in a few milliseconds), and batches grow
-with the load, so the commit's latency is paid once per batch, not once per request.
+one whose commit then fails would have to be undone too. Batches grow with the load, so a
+commit's latency is paid once per batch, not once per request; but a large decision (a
+1,000-container deployment on 1,000 nodes takes about 330 ms to decide and commit,
+in-process) leaves the store idle while it is decided, and the next one waits for its
+commit. Overlapping them, undoing a failed commit's successors, is a step still to take.
 """
 
 from __future__ import annotations
@@ -41,9 +43,6 @@ from coordinator.services.events import EventLog, Note
 from coordinator.services.quota_service import QUOTA_PREFIX
 from coordinator.store import Compare, Store, Txn
 from shared.codec import to_json
-from shared.logs import get_logger
-
-log = get_logger("allot.coordinator.deployments")
 
 T = TypeVar("T")
 Decider = Callable[[Draft], T]
