@@ -67,9 +67,6 @@ class Books:
 
     # -- reads -------------------------------------------------------------------------
 
-    def container(self, container_id: str) -> ContainerRecord | None:
-        return self.containers.get(container_id)
-
     def ids(self, index: str, key: object) -> frozenset[str]:
         """The live containers' ids under ``key`` in ``index``: node, deployment (a
         (namespace, name) pair), namespace or pool. O(answer)."""
@@ -82,12 +79,6 @@ class Books:
 
     def of_deployment(self, key: DeploymentKey) -> list[ContainerRecord]:
         return [self.containers[cid] for cid in sorted(self._by_deployment.get(key, ()))]
-
-    def of_namespace(self, namespace: str) -> list[ContainerRecord]:
-        return [self.containers[cid] for cid in sorted(self._by_namespace.get(namespace, ()))]
-
-    def of_pool(self, pool: str) -> list[ContainerRecord]:
-        return [self.containers[cid] for cid in sorted(self._by_pool.get(pool, ()))]
 
     def namespaces(self) -> list[str]:
         return sorted(ns for ns, ids in self._by_namespace.items() if ids)

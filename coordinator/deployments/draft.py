@@ -110,18 +110,17 @@ class Draft:
         return sorted(mine, key=lambda c: (c.created, c.id))
 
     def of_namespaces(self, namespaces: Iterable[str]) -> list[ContainerRecord]:
-        wanted = set(namespaces)
-        ids: set[str] = set()
-        for namespace in wanted:
-            ids |= self.books.ids("namespace", namespace)
-        return self._select(ids, lambda r: r.namespace in wanted)
+        return self._of_any("namespace", set(namespaces))
 
     def of_pools(self, pools: Iterable[str]) -> list[ContainerRecord]:
-        wanted = set(pools)
+        return self._of_any("pool", set(pools))
+
+    def _of_any(self, index: str, wanted: set[str]) -> list[ContainerRecord]:
+        """The live containers whose ``index`` field (namespace or pool) is in ``wanted``."""
         ids: set[str] = set()
-        for pool in wanted:
-            ids |= self.books.ids("pool", pool)
-        return self._select(ids, lambda r: r.pool in wanted)
+        for key in wanted:
+            ids |= self.books.ids(index, key)
+        return self._select(ids, lambda r: getattr(r, index) in wanted)
 
     def pool_requested(self, pool: str) -> tuple[int, int]:
         """What the pool's live containers ask for (CPU shares, bytes) once this draft's

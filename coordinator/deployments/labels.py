@@ -52,15 +52,11 @@ def relabel_everything(draft: Draft) -> None:
     draft.dirty |= set(draft.books.namespaces())
     draft.dirty |= {r.namespace for r in draft.change.containers.values()}
     relabel(draft)
-    unlabelled = [
-        record
-        for namespace in draft.books.namespaces()
-        for record in draft.of_namespaces([namespace])
-        if record.capacity
-    ]
     # Namespaces no quota governs now may hold labels from one deleted since.
     governed = {ns for q in draft.quotas() for ns in q.namespaces}
-    _write_labels(draft, [r for r in unlabelled if r.namespace not in governed], {})
+    ungoverned = set(draft.books.namespaces()) - governed
+    labelled = [record for record in draft.of_namespaces(ungoverned) if record.capacity]
+    _write_labels(draft, labelled, {})
 
 
 def _write_labels(draft: Draft, records: list[ContainerRecord], labels: dict[str, str]) -> None:

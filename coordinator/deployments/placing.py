@@ -49,8 +49,8 @@ from coordinator.placement import (
     normalize,
     place,
 )
+from coordinator.quotas import Admission, admit, choose_node, first_refused, plan_preemption
 from coordinator.quotas import Container as QuotaContainer
-from coordinator.quotas import admit, choose_node, first_refused, plan_preemption
 from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
@@ -199,13 +199,18 @@ def check_admission(
         previous=previous,
     )
     if not decision.admitted:
-        raise DeployRefused(
-            "quota",
-            decision.code or "quota_max_exceeded",
-            decision.reason,
-            "forbidden",
-            dict(decision.details) | extra,
-        )
+        raise _quota_refusal(decision, extra)
+
+
+def _quota_refusal(decision: Admission, extra: dict[str, object]) -> DeployRefused:
+    """The quota engine's refusal as a decision's, with ``extra`` details."""
+    return DeployRefused(
+        "quota",
+        decision.code or "quota_max_exceeded",
+        decision.reason,
+        "forbidden",
+        dict(decision.details) | extra,
+    )
 
 
 def _placed(draft: Draft, container_id: str) -> ContainerRecord:
@@ -403,13 +408,7 @@ def _admit(draft: Draft, namespace: str, spec: DeploymentSpec, ids: list[str], n
     )
     if refused is not None:
         index, decision = refused
-        raise DeployRefused(
-            "quota",
-            decision.code or "quota_max_exceeded",
-            decision.reason,
-            "forbidden",
-            dict(decision.details) | {"admitted_before_refusal": index},
-        )
+        raise _quota_refusal(decision, {"admitted_before_refusal": index})
 
 
 def _placement(

@@ -106,12 +106,15 @@ class DeploymentService:
     ) -> Self:
         """The service over what ``store`` holds. O(what it holds)."""
         events = await EventLog.load(store, clock=time.time)
-        books, loaded_change, revisions = Books(), Decision(), dict[str, int]()
+        # The revisions are the store's, set once the loaded state is applied (which
+        # would stamp them 0): each allocation key's, and each node's desired state's.
+        books, loaded_change = Books(), Decision()
+        allocations: dict[str, int] = {}
+        revisions: dict[str, int] = {}
         for entry in await store.range(ALLOCATION_PREFIX):
             state = loaded(_decode_node.decode(entry.value))
             loaded_change.nodes[state.name] = state
-            books.allocation_revision[state.name] = entry.mod_revision
-            revisions[state.name] = entry.mod_revision
+            allocations[state.name] = revisions[state.name] = entry.mod_revision
         for entry in await store.range(CONTAINER_PREFIX):
             record = _decode_container.decode(entry.value)
             loaded_change.containers[record.id] = record
@@ -123,10 +126,8 @@ class DeploymentService:
             if broken is not None:  # stored before a rule it breaks; kept all the same
                 log.warning("stored deployment breaks today's rules", key=entry.key, why=broken)
             loaded_change.deployments[(deployment.namespace, deployment.spec.name)] = deployment
-        allocation_revision = dict(books.allocation_revision)
         books.apply(loaded_change, 0)
-        books.allocation_revision = allocation_revision
-        books.node_revision = revisions
+        books.allocation_revision, books.node_revision = allocations, revisions
         preemptions = await store.get(PREEMPTIONS_KEY)
         if preemptions is not None:
             books.keep_preemptions(_decode_preemptions.decode(preemptions.value))
