@@ -197,7 +197,8 @@ def deleted_view(body: bytes, kind: str, names: list[str]) -> str:
     """``names`` as given to ``delete``: a deployment's namespace and name, or an id."""
     deleted = _deleted.decode(body)
     if kind == "container":
-        return f"deleted container {deleted.deleted}"
+        where = f"on {deleted.node}" if deleted.node else f"pending: {deleted.pending}"
+        return f"deleted container {deleted.deleted}; its stand-in {deleted.stand_in} is {where}"
     removed = ", ".join(deleted.containers) or "-"
     count = len(deleted.containers)
     return (

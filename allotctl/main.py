@@ -28,7 +28,8 @@
                     [--memory 64Gi] [--numa-memory NUMA=BYTES]
                                    change what a node offers; prints its allocation
     allotctl cordon NODE           no new containers there    allotctl uncordon NODE
-    allotctl drain NODE            cordon, and move its containers to other nodes
+    allotctl drain NODE            cordon, and move its containers to other nodes; those
+                                   with no room stay pending (then it exits 3)
 
 Every command takes ``--json`` to print the API's own JSON instead of tables. The server
 and token come from ``--server``/``--token`` or ``ALLOT_SERVER``/``ALLOT_TOKEN``. A
@@ -57,7 +58,12 @@ from allotctl.deployment_views import (
     realloc_view,
     replaced_view,
 )
-from allotctl.node_views import allocation_view, cordoned_view, drained_view
+from allotctl.node_views import (
+    allocation_view,
+    cordoned_view,
+    drain_left_pending,
+    drained_view,
+)
 from allotctl.plot import PlotUnavailable, plot_simulation
 from allotctl.views import (
     node_details,
@@ -86,6 +92,8 @@ class Command:
     fetch: Callable[[ApiClient, argparse.Namespace], bytes]  # the API's JSON
     render: Callable[[bytes, argparse.Namespace], str]  # the same for a person
     takes_command: bool = False  # words after "--" are a container's command
+    # Whether an answer says the work is not all done: the command then exits 3.
+    incomplete: Callable[[bytes], bool] | None = None
 
 
 def _shown(view: View) -> Callable[[bytes, argparse.Namespace], str]:
@@ -304,10 +312,11 @@ COMMANDS: dict[str, Command] = {
         _shown(cordoned_view),
     ),
     "drain": Command(
-        "cordon a node and move its containers to other nodes",
+        "cordon a node and move its containers to other nodes (exit 3: some pending)",
         _named("node"),
         nodes.acting("drain"),
         _shown(drained_view),
+        incomplete=drain_left_pending,
     ),
 }
 
@@ -324,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ApiClientError, OSError, ValueError, LookupError, PlotUnavailable) as error:
         print(f"allotctl: {error}", file=sys.stderr)
         return 1
-    return 0
+    return 3 if command.incomplete is not None and command.incomplete(body) else 0
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

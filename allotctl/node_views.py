@@ -59,10 +59,22 @@ def cordoned_view(body: bytes) -> str:
 
 
 def drained_view(body: bytes) -> str:
+    """``node-b drained: moved 1, pending 1`` and a line per container moved."""
     answer = _cordoned.decode(body)
-    moved = f"{answer.node} drained: {len(answer.released)} container(s) moved"
-    where = [f"{old} -> {answer.placed_again.get(old) or 'nowhere'}" for old in answer.released]
-    return f"{moved}: {', '.join(where)}" if where else moved
+    head = f"{answer.node} drained: moved {len(answer.placed)}, pending {len(answer.pending)}"
+    lines = [head]
+    for old in answer.released:
+        new = answer.stand_ins.get(old, "?")
+        if new in answer.placed:
+            lines.append(f"  {old} -> {new} on {answer.placed[new]}")
+        else:
+            lines.append(f"  {old} -> {new} pending: {answer.pending.get(new, '?')}")
+    return "\n".join(lines)
+
+
+def drain_left_pending(body: bytes) -> bool:
+    """Whether the drain left containers pending (``allotctl drain`` then exits 3)."""
+    return bool(_cordoned.decode(body).pending)
 
 
 def _cores(node: Allocation, pieces: int) -> str:

@@ -136,7 +136,9 @@ async def _deployments(app: web.Application) -> AsyncIterator[None]:
     # Started here, not with the pools: an update reads the deployments' demands (it
     # failed with a KeyError until they were loaded, on a large store for seconds).
     updater = asyncio.create_task(_update_pools(app))
+    scheduler = asyncio.create_task(service.schedule_pending(every=config.scheduler_seconds))
     yield
+    await _stop(scheduler)
     await _stop(updater)
     await _stop(releaser)
     service.close()

@@ -93,9 +93,18 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         Meta(
             gt=0,
             description="how long a lost node's containers stay allocated before they are"
-            " released and re-placed",
+            " released and their stand-ins pending",
         ),
     ] = 300.0
+    scheduler_seconds: Annotated[
+        float,
+        Meta(
+            gt=0,
+            description="how often pending containers are tried again even when nothing"
+            " said room appeared (a pool limit raised); a freed node, a node that joins or"
+            " is uncordoned, and a quota written start a pass at once",
+        ),
+    ] = 10.0
     lease_sweep_seconds: Annotated[
         float, Meta(gt=0, description="how often expired capacity leases are dropped")
     ] = 1.0

@@ -164,7 +164,7 @@ async def list_containers(request: web.Request) -> web.Response:
     service = request.app[DEPLOYMENTS]
     views = [
         _view(service, record)
-        for record in service.containers()
+        for record in (*service.containers(), *service.all_pending())
         if principal.may_use(record.namespace)
     ]
     wanted = {key: request.query[key] for key in CONTAINER_FILTERS if key in request.query}
@@ -194,9 +194,19 @@ async def replace_container(request: web.Request) -> web.Response:
 
 
 async def delete_container(request: web.Request) -> web.Response:
+    """The container stops; a stand-in keeps its deployment's count, placed at once
+    where there is room, else pending."""
     service, record = _container(request)
-    await service.delete_container(record.id)
-    return json_response({"deleted": record.id})
+    done = await service.delete_container(record.id)
+    stand_in = done.stand_ins[record.id]
+    return json_response(
+        {
+            "deleted": record.id,
+            "stand_in": stand_in,
+            "node": done.placed.get(stand_in, ""),
+            "pending": done.waiting.get(stand_in, ""),
+        }
+    )
 
 
 def _check_filters(request: web.Request, known: tuple[str, ...]) -> None:
@@ -251,7 +261,7 @@ def _deployment(request: web.Request) -> tuple[DeploymentService, DeploymentReco
 def _container(request: web.Request) -> tuple[DeploymentService, ContainerRecord]:
     container_id = request.match_info["id"]
     service = request.app[DEPLOYMENTS]
-    record = service.container(container_id)
+    record = service.container(container_id) or service.pending(container_id)
     # A container of a namespace the token may not use is as unknown to it as a missing one.
     if record is None or not principal_of(request).may_use(record.namespace):
         raise NotFound(f"no container {container_id}")
@@ -259,14 +269,17 @@ def _container(request: web.Request) -> tuple[DeploymentService, ContainerRecord
 
 
 def _view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
+    if not record.node:
+        why = service.why_pending(record.id)
+        return ContainerView(record=record, state="pending", observed=None, reason=why)
     observed = service.observed(record.id)
-    state = "pending" if observed is None else observed.state
+    state = "starting" if observed is None else observed.state
     return ContainerView(record=record, state=state, observed=observed)
 
 
 def _deployment_view(service: DeploymentService, deployment: DeploymentRecord) -> DeploymentView:
     key = (deployment.namespace, deployment.spec.name)
-    mine = sorted(service.of_deployment(*key), key=lambda c: c.id)
+    mine = sorted((*service.of_deployment(*key), *service.pending_of(*key)), key=lambda c: c.id)
     containers = [_view(service, c) for c in mine]
     return DeploymentView(deployment=deployment, containers=containers)
 

@@ -9,7 +9,8 @@
     POST  /v1/nodes/{name}/cordon       no new containers there
     POST  /v1/nodes/{name}/uncordon
     POST  /v1/nodes/{name}/drain        cordon, and move every container elsewhere: the
-                                        ids released, and each one's replacement
+                                        ids released, each one's stand-in, where the
+                                        stand-ins went, and why the rest are pending
 
 Changing a node is admin-only; reading its allocation is open to any token, but a
 namespace token sees only its namespaces' containers by id, the others as a count.
@@ -70,7 +71,14 @@ async def drain(request: web.Request) -> web.Response:
     service, node = _service_and_node(request)
     moved = await service.drain(node)
     return json_response(
-        {"node": node, "cordoned": True, "released": list(moved), "placed_again": moved}
+        {
+            "node": node,
+            "cordoned": True,
+            "released": list(moved.stand_ins),
+            "stand_ins": moved.stand_ins,
+            "placed": moved.placed,
+            "pending": moved.waiting,
+        }
     )
 
 

@@ -71,9 +71,13 @@ DRAINED: dict[str, Any] = {
     "node": "node-a",
     "cordoned": True,
     "released": ["team-a-batch-6d790269", "team-a-web-970859de"],
-    "placed_again": {
+    "stand_ins": {
         "team-a-batch-6d790269": "team-a-batch-1c0ffee5",
         "team-a-web-970859de": "team-a-web-5ca1ab1e",
+    },
+    "placed": {"team-a-batch-1c0ffee5": "node-b"},
+    "pending": {
+        "team-a-web-5ca1ab1e": "needs 2 CPU on one node; the most free is 1.5 CPU, on node-b"
     },
 }
 

@@ -295,13 +295,14 @@ _NODES = (
         tag="nodes",
         who="admin",
         response="NodeDrained",
-        examples={"two moved": ex.DRAINED},
+        examples={"one moved, one pending": ex.DRAINED},
         errors=(401, 403, 404, 409, 503),
         params=(NODE,),
         description=(
-            "Each container is released and placed again on the other nodes in one commit;"
-            " one with no room elsewhere is released all the same (a refused event says so). "
-            + _UNUSABLE
+            "Each container is released and leaves a stand-in (a new id) that keeps its"
+            " deployment's count; the stand-ins are placed on the other nodes in the same"
+            " commit where there is room, and the rest stay pending, with the reason, until"
+            " room appears. Drain never lowers a count. " + _UNUSABLE
         ),
     ),
     Operation(
@@ -764,9 +765,22 @@ _CONTAINERS = (
         tag="containers",
         who="owner",
         response="ContainerDeleted",
-        examples={"deleted": {"deleted": "team-a-web-c558628a"}},
-        errors=(401, 404, 503),
+        examples={
+            "deleted": {
+                "deleted": "team-a-web-c558628a",
+                "stand_in": "team-a-web-0d15ea5e",
+                "node": "node-b",
+                "pending": "",
+            }
+        },
+        errors=(401, 404, 409, 503),
         params=(CONTAINER,),
+        description=(
+            "Stops the container, like Nomad's `alloc stop` or deleting a Kubernetes pod:"
+            " a stand-in keeps its deployment's count, placed at once where there is room,"
+            " else pending. Scale the deployment to count fewer; 409 `container_pending`"
+            " for a pending container."
+        ),
     ),
 )
 

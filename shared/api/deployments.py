@@ -86,3 +86,8 @@ class Deleted(msgspec.Struct, frozen=True):
 
     deleted: str
     containers: list[str] = []  # a deployment's, as they were removed with it
+    # A container's: the stand-in that keeps its deployment's count, and the node it
+    # went to, or why it is pending.
+    stand_in: str = ""
+    node: str = ""
+    pending: str = ""

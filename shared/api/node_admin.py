@@ -30,5 +30,9 @@ class Cordoned(msgspec.Struct, frozen=True):
 
     node: str
     cordoned: bool
-    released: list[str] = []  # drain's: the containers moved off the node
-    placed_again: dict[str, str | None] = {}  # drain's: each one's replacement, if any
+    # Drain's: the containers released from the node; each one's stand-in (a new id);
+    # the stand-ins placed (-> node) and those left pending (-> why).
+    released: list[str] = []
+    stand_ins: dict[str, str] = {}
+    placed: dict[str, str] = {}
+    pending: dict[str, str] = {}

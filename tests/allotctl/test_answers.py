@@ -165,9 +165,11 @@ def test_a_field_added_to_the_observed_state_or_the_list_is_ignored() -> None:
 
 
 def test_maps_keep_every_key_and_values_are_still_checked() -> None:
-    body = {"node": "node-b", "cordoned": True, "placed_again": {"c1": None, "added": "c2"}}
+    body = {"node": "node-b", "cordoned": True, "stand_ins": {"c1": "c3", "added": "c2"}}
     decoded = AnswerDecoder(Cordoned).decode(json.dumps(body).encode())
-    assert decoded == Cordoned("node-b", True, placed_again={"c1": None, "added": "c2"})
+    assert decoded == Cordoned("node-b", True, stand_ins={"c1": "c3", "added": "c2"})
+    with pytest.raises(msgspec.ValidationError, match="stand_ins"):
+        AnswerDecoder(Cordoned).decode(json.dumps({**body, "stand_ins": {"c1": 3}}).encode())
     spec = example_of("createDeployment", "two containers placed")["deployment"]["spec"]
     with pytest.raises(msgspec.ValidationError, match="strategy"):
         AnswerDecoder(DeploymentSpec).decode(json.dumps({**spec, "strategy": "spread"}).encode())

@@ -380,7 +380,14 @@ def test_deletions_say_what_went() -> None:
     both = b'{"deleted": "web", "containers": ["c1", "c2"]}'
     shown = deleted_view(both, "deployment", ["team-a", "web"])
     assert shown == "deleted deployment team-a/web and its 2 container(s): c1, c2"
-    assert deleted_view(b'{"deleted": "c1"}', "container", ["c1"]) == "deleted container c1"
+    placed = b'{"deleted": "c1", "stand_in": "c2", "node": "node-a"}'
+    assert deleted_view(placed, "container", ["c1"]) == (
+        "deleted container c1; its stand-in c2 is on node-a"
+    )
+    waiting = b'{"deleted": "c1", "stand_in": "c2", "pending": "no room"}'
+    assert deleted_view(waiting, "container", ["c1"]) == (
+        "deleted container c1; its stand-in c2 is pending: no room"
+    )
 
 
 def test_a_refusals_details_are_shown_one_per_line() -> None:
@@ -448,7 +455,7 @@ async def test_every_command_through_main(
 
     code, out, _ = await allotctl(cluster, capsys, "containers", "--deployment", "batch")
     assert [line.split()[1:6] for line in out.splitlines()[1:]] == [
-        ["team-a", "batch", "node-a", "pending", "-"]
+        ["team-a", "batch", "node-a", "starting", "-"]
     ]
     code, out, _ = await allotctl(cluster, capsys, "containers", "--json")
     assert len(json.loads(out)["containers"]) == 3
@@ -469,9 +476,12 @@ async def test_every_command_through_main(
     assert "  reason:  invalid" in details
 
     code, out, _ = await allotctl(cluster, capsys, "delete", "container", first)
-    assert (code, out) == (0, f"deleted container {first}\n")
+    assert code == 0
+    stand_in = out.removeprefix(f"deleted container {first}; its stand-in ").split()[0]
+    assert out == f"deleted container {first}; its stand-in {stand_in} is on node-a\n"
     code, out, _ = await allotctl(cluster, capsys, "delete", "deployment", "team-a", "web")
-    assert out.startswith("deleted deployment team-a/web and its 1 container(s): team-a-web-")
+    assert out.startswith("deleted deployment team-a/web and its 2 container(s): ")
+    assert stand_in in out and first not in out
     code, _, err = await allotctl(cluster, capsys, "container", first)
     assert (code, err) == (1, f"allotctl: no container {first} (404 not_found)\n")
     await ws.close()

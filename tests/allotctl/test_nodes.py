@@ -9,7 +9,12 @@ import json
 import msgspec
 import pytest
 
-from allotctl.node_views import allocation_view, cordoned_view, drained_view
+from allotctl.node_views import (
+    allocation_view,
+    cordoned_view,
+    drain_left_pending,
+    drained_view,
+)
 from allotctl.nodes import capacity
 from allotctl.views import plan_tables
 from coordinator.openapi import examples as ex
@@ -159,11 +164,16 @@ def test_cordon_uncordon_and_drain_answer_in_one_line() -> None:
     assert cordoned_view(b'{"node": "node-a", "cordoned": false}') == "node-a uncordoned"
     moved = (
         b'{"node": "node-a", "cordoned": true, "released": ["a", "b"],'
-        b' "placed_again": {"a": "c", "b": null}}'
+        b' "stand_ins": {"a": "c", "b": "d"}, "placed": {"c": "node-b"},'
+        b' "pending": {"d": "no room"}}'
     )
-    assert drained_view(moved) == "node-a drained: 2 container(s) moved: a -> c, b -> nowhere"
+    assert drained_view(moved) == (
+        "node-a drained: moved 1, pending 1\n  a -> c on node-b\n  b -> d pending: no room"
+    )
+    assert drain_left_pending(moved)
     empty = b'{"node": "node-a", "cordoned": true, "released": []}'
-    assert drained_view(empty) == "node-a drained: 0 container(s) moved"
+    assert drained_view(empty) == "node-a drained: moved 0, pending 0"
+    assert not drain_left_pending(empty)
 
 
 # -- through main, against a coordinator ------------------------------------------------
@@ -217,20 +227,23 @@ async def test_every_node_command_through_main(
     code, out, err = await allotctl(cluster, capsys, "uncordon", "node-b")
     assert (code, out) == (0, "node-b uncordoned\n"), err
     code, out, err = await allotctl(cluster, capsys, "drain", "node-a")
+    assert code == 0, err
     code, listing, _ = await allotctl(cluster, capsys, "containers")
     rows = [line.split() for line in listing.splitlines()[1:]]
     assert [row[3] for row in rows] == ["node-b", "node-b"]
     replacements = sorted(row[0] for row in rows)
-    moves = out.removeprefix("node-a drained: 2 container(s) moved: ").strip().split(", ")
-    assert sorted(move.split(" -> ")[0] for move in moves) == sorted(placed), err
-    assert sorted(move.split(" -> ")[1] for move in moves) == replacements
+    head, *moves = out.splitlines()
+    assert head == "node-a drained: moved 2, pending 0"
+    assert sorted(move.split()[0] for move in moves) == sorted(placed), err
+    assert sorted(move.split()[2] for move in moves) == replacements
+    assert {" ".join(move.split()[3:]) for move in moves} == {"on node-b"}
     code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a")
     assert out.splitlines()[1:3] == [
         "cordoned     yes (takes no new containers)",
         "cores        0 of 3 used",
     ]
     code, out, _ = await allotctl(cluster, capsys, "drain", "node-a")
-    assert out == "node-a drained: 0 container(s) moved\n"
+    assert out == "node-a drained: moved 0, pending 0\n"
     code, out, _ = await allotctl(cluster, capsys, "events", "--node", "node-a", "--kind", "node")
     reasons = [" ".join(line.split()[7:]) for line in out.splitlines()[1:]]
     assert reasons == ["capacity set (delta): 3 cores, 2Gi", "cordoned"]
