@@ -65,6 +65,12 @@ def deploy_arguments(parser: argparse.ArgumentParser) -> None:
         "--file", type=Path, help="TOML or JSON with the API body's fields (flags win)"
     )
     parser.add_argument("--name", help="the deployment's name")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what the deploy would do (where, labels, preemptions, or the refusal);"
+        " change nothing",
+    )
     parser.add_argument("--image")
     parser.add_argument("--cpu", help='cores per container: "1.7", "500m", 2')
     parser.add_argument("--memory", help='memory per container: "512Mi"')
@@ -104,7 +110,16 @@ def deploy_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def deploy(client: ApiClient, args: argparse.Namespace) -> bytes:
-    return client.post(deployments_path(args.namespace), deployment_spec(args))
+    query = "?dry_run=true" if args.dry_run else ""
+    return client.post(deployments_path(args.namespace) + query, deployment_spec(args))
+
+
+def why(client: ApiClient, args: argparse.Namespace) -> bytes:
+    """The container ``ID``, or the deployment ``NAMESPACE/NAME``, with its containers."""
+    namespace, slash, name = args.target.partition("/")
+    if slash:
+        return client.get(deployments_path(namespace, name))
+    return client.get(container_path(args.target))
 
 
 def deployment_spec(args: argparse.Namespace) -> dict[str, Any]:

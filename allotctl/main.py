@@ -9,17 +9,20 @@
                                    where 10 such containers would go (commits nothing)
 
     allotctl deploy NS [--file web.toml] [--name web --image IMG --cpu 0.5 --memory 64Mi
-                    --count 2 --cpu-bind --env K=V --label K=V ...] [-- COMMAND ...]
-                                   place a deployment; prints what went where
+                    --count 2 --cpu-bind --env K=V --label K=V ...] [--dry-run] [-- COMMAND ...]
+                                   place a deployment; prints what went where (--dry-run:
+                                   what would go where and what it would preempt)
     allotctl deployments NS        a namespace's     allotctl deployment NS NAME   one, in detail
     allotctl containers [--namespace --deployment --node --state --capacity over-quota]
     allotctl container ID          placement, limits, capacity label, observed state, history
+    allotctl why ID|NS/NAME        why a container, or a deployment's, is pending (or not)
     allotctl realloc ID [--cpu +0.5] [--memory=-64Mi] [--cpu-limit ...] ...
                                    change a container's allocation live; prints its limits
     allotctl scale NS NAME COUNT   add containers beside the others, or remove the newest
     allotctl replace ID --image IMG [-- COMMAND ...]
                                    a new container in the old one's allocation
-    allotctl delete deployment NS NAME             allotctl delete container ID
+    allotctl delete deployment NS NAME
+    allotctl delete container ID   stop it; a stand-in keeps its deployment's count
     allotctl events [--namespace --deployment --container --node --kind --since SEQ]
                                    why things happened: placed, refused, realloc, ...
 
@@ -57,6 +60,7 @@ from allotctl.deployment_views import (
     placed_table,
     realloc_view,
     replaced_view,
+    why_view,
 )
 from allotctl.node_views import (
     allocation_view,
@@ -255,6 +259,12 @@ COMMANDS: dict[str, Command] = {
         _named("id"),
         lambda client, args: client.get(deployments.container_path(args.id)),
         _shown(container_details),
+    ),
+    "why": Command(
+        "why a container (ID) or a deployment's containers (NAMESPACE/NAME) are pending",
+        _named("target"),
+        deployments.why,
+        lambda body, args: why_view(body, args.target),
     ),
     "realloc": Command(
         "change a container's allocation live (signed changes); prints its new limits",

@@ -25,9 +25,10 @@ from functools import partial
 from coordinator.deployments.books import DeploymentKey
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.outcome import DeployRefused
-from coordinator.deployments.placing import counted, place_more
+from coordinator.deployments.placing import counted, normalized, place_more
 from coordinator.deployments.records import PendingRecord
 from coordinator.deployments.translate import new_id, note_for, pending_note
+from coordinator.deployments.why import why_not
 from coordinator.quotas import used
 from coordinator.quotas.validation import parse_quota
 from shared.api.containers import ContainerRecord
@@ -140,6 +141,13 @@ def _min_standing(draft: Draft, namespaces: set[str]) -> dict[str, Fraction]:
     return standing
 
 
+def _why(draft: Draft, spec: DeploymentSpec, refusal: DeployRefused) -> str:
+    try:
+        return why_not(draft, normalized(draft, spec), refusal)
+    except DeployRefused:  # its resources break today's rules: the refusal says how
+        return refusal.message
+
+
 def _place_group(
     draft: Draft, spec: DeploymentSpec, namespace: str, group: list[PendingRecord]
 ) -> tuple[int, str]:
@@ -155,7 +163,7 @@ def _place_group(
         try:
             draft.attempt(partial(place_more, spec=spec, namespace=namespace, ids=ids, why=why))
         except DeployRefused as refusal:
-            refused = refusal.message
+            refused = _why(draft, spec, refusal)
             high = size - 1
         else:
             fits = low = size

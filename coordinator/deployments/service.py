@@ -253,6 +253,19 @@ class DeploymentService:
     async def deploy(self, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
         return await self._sequencer.decide(lambda d: placing.deploy(d, namespace, spec))
 
+    async def preview_deploy(
+        self, namespace: str, spec: DeploymentSpec
+    ) -> tuple[DeployOutcome, list[str]]:
+        """What ``deploy`` would do in its turn, nothing changed: its outcome and the ids
+        of the containers it would preempt (or the refusal it would raise)."""
+
+        def preview(draft: Draft) -> tuple[DeployOutcome, list[str]]:
+            before = set(draft.change.removed)
+            outcome = placing.deploy(draft, namespace, spec)
+            return outcome, sorted(set(draft.change.removed) - before)
+
+        return await self._sequencer.preview(preview)
+
     async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome:
         return await self._sequencer.decide(lambda d: placing.scale(d, namespace, name, count))
 

@@ -1,6 +1,7 @@
 """Deployments and containers over HTTP.
 
-    POST   /v1/namespaces/{ns}/deployments           admit, place, commit, push (201)
+    POST   /v1/namespaces/{ns}/deployments           admit, place, commit, push (201);
+                                                     ?dry_run=true: what it would do (200)
     GET    /v1/namespaces/{ns}/deployments           the namespace's deployments
     GET    /v1/namespaces/{ns}/deployments/{name}    one, with its containers
     DELETE /v1/namespaces/{ns}/deployments/{name}    it and all its containers
@@ -44,6 +45,7 @@ from shared.api.deployments import (
     DeploymentRecord,
     DeploymentSpec,
     DeploymentView,
+    DeployPreview,
     PlacedView,
 )
 from shared.api.events import EVENT_FILTERS
@@ -87,13 +89,30 @@ _decode_replace: msgspec.json.Decoder[ReplaceSpec] = json_decoder(ReplaceSpec)
 
 
 async def create_deployment(request: web.Request) -> web.Response:
+    """201 with what was placed; with ``?dry_run=true``, 200 with what would be, nothing
+    changed (a refusal is answered as the deploy would answer it)."""
+    _check_filters(request, ("dry_run",))
+    dry_run = _flag(request, "dry_run")
     namespace = _namespace(request)
     spec = await read_body(request, _decode_spec, "deployment")
     _check_container(spec.image, spec.command, spec.env, spec.labels)
     service = request.app[DEPLOYMENTS]
     with _skipped_named(service):
+        if dry_run:
+            outcome, preempted = await service.preview_deploy(namespace, spec)
+            placed = _placed_view(service, outcome)
+            fields = msgspec.structs.asdict(placed)
+            return json_response(DeployPreview(**fields, dry_run=True, preempted=preempted))
         outcome = await service.deploy(namespace, spec)
     return json_response(_placed_view(service, outcome), status=201)
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    """A true/false query parameter, false when absent; 400 for anything else."""
+    value = request.query.get(name, "false")
+    if value not in ("true", "false"):
+        raise ApiError(f"{name} must be true or false, not {value[:20]!r}", code="invalid_request")
+    return value == "true"
 
 
 def _placed_view(service: DeploymentService, outcome: DeployOutcome) -> PlacedView:

@@ -475,6 +475,7 @@ DEPLOYMENT: dict[str, Any] = {
     "containers": [CONTAINER, _container("team-a-web-dd918deb", "over-quota")],
 }
 DEPLOYMENT_SKIPPING = DEPLOYMENT | {"skipped_nodes": SKIPPED_NODES}
+DEPLOYMENT_PREVIEW = DEPLOYMENT | {"dry_run": True, "preempted": []}
 SCALED_DEPLOYMENT: dict[str, Any] = {
     "deployment": {**_DEPLOYMENT_RECORD, "spec": {**_DEPLOYMENT_RECORD["spec"], "count": 1}},
     "containers": [CONTAINER],

@@ -21,7 +21,7 @@ from coordinator.openapi import examples as ex
 from coordinator.openapi.schemas import INTEGER, STRING, Schema
 from coordinator.services.pool_service import PoolView
 from shared.api.containers import ContainerView
-from shared.api.deployments import DeploymentSpec, DeploymentView, PlacedView
+from shared.api.deployments import DeploymentSpec, DeploymentView, DeployPreview, PlacedView
 from shared.api.events import Event
 from shared.api.leases import ResourceLeases, ResourceStatus, ResourceTemplate
 from shared.api.node_admin import Allocation
@@ -91,6 +91,16 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """Another success answer of an operation: a dry run's 200 beside a deploy's 201."""
+
+    status: int
+    response: Body
+    description: str
+    examples: Mapping[str, object]
+
+
+@dataclass(frozen=True)
 class Operation:
     method: str
     path: str
@@ -108,6 +118,7 @@ class Operation:
     query: tuple[Param, ...] = ()
     description: str = ""
     media: str = "application/json"
+    alternatives: tuple[Alternative, ...] = ()
 
 
 WRITE = (401, 403, 413, 503)  # every admin write with a body, before its own refusals
@@ -610,7 +621,25 @@ _DEPLOYMENTS = (
         },
         errors=(400, 401, 403, 409, 413, 422, 503),
         params=(NAMESPACE,),
+        query=(
+            Param(
+                "dry_run",
+                "true: answer what the deploy would do (200), change nothing",
+                {"enum": ["true", "false"]},
+            ),
+        ),
+        alternatives=(
+            Alternative(
+                200,
+                DeployPreview,
+                "A dry run: what would be placed, where, with which quota labels, and which"
+                " containers would be preempted. Nothing changed.",
+                {"a dry run": ex.DEPLOYMENT_PREVIEW},
+            ),
+        ),
         description=(
+            "With dry_run=true nothing changes and no event is written: the answer is 200"
+            " with what the deploy would do, or the very refusal it would meet. "
             "A refusal (quota or pool 403; capacity, conflict or an existing name 409;"
             " invalid 422) gives its reason in details.reason and changes nothing. The"
             " pool must be one the namespace may use: its own (named like it), a pool"

@@ -53,11 +53,16 @@ def _of_shared_api(body: object) -> bool:
 
 
 # Every example answer of the document that a struct of shared.api reads.
-READ = [
-    (operation, name, example)
+ANSWERS = [(operation, operation.response, operation.examples) for operation in OPERATIONS] + [
+    (operation, answer.response, answer.examples)
     for operation in OPERATIONS
-    if operation.response in NAMED or _of_shared_api(operation.response)
-    for name, example in operation.examples.items()
+    for answer in operation.alternatives
+]
+READ = [
+    (operation, response, name, example)
+    for operation, response, examples in ANSWERS
+    if response in NAMED or _of_shared_api(response)
+    for name, example in examples.items()
 ]
 
 
@@ -95,15 +100,15 @@ def test_importing_allotctl_and_the_client_loads_no_coordinator_module() -> None
 
 @pytest.mark.parametrize(
     ("response", "example"),
-    [(operation.response, example) for operation, _, example in READ],
-    ids=[f"{operation.id}:{name}" for operation, name, _ in READ],
+    [(response, example) for _, response, _, example in READ],
+    ids=[f"{operation.id}:{name}" for operation, _, name, _ in READ],
 )
 def test_every_example_answer_of_the_document_decodes(response: object, example: object) -> None:
     AnswerDecoder(answer_for(response)).decode(json.dumps(example).encode())
 
 
 def test_every_struct_of_shared_api_is_a_body_of_the_document_or_within_one() -> None:
-    bodies = {answer_for(operation.response) for operation, _, _ in READ} | {
+    bodies = {answer_for(response) for _, response, _, _ in READ} | {
         operation.request for operation in OPERATIONS if _of_shared_api(operation.request)
     }
     within = {found for body in bodies for found in _structs_within(mi.type_info(body))}
