@@ -285,7 +285,11 @@ def test_every_example_validates_against_its_schema(schema: dict[str, Any], valu
 def struct_examples() -> Iterator[Any]:
     for op in OPERATIONS:
         answers = [(alt.response, alt.examples) for alt in op.alternatives]
-        for body, named in ((op.request, op.request_examples), (op.response, op.examples), *answers):
+        for body, named in (
+            (op.request, op.request_examples),
+            (op.response, op.examples),
+            *answers,
+        ):
             if isinstance(body, type):
                 for name, value in named.items():
                     yield pytest.param(body, value, id=f"{op.method} {op.path} {name}")
