@@ -120,6 +120,11 @@ class Sequencer:
             self._runner = asyncio.create_task(self._run())
         return await future
 
+    async def idle(self) -> None:
+        """Wait until no decision is queued or under way."""
+        while self._runner is not None and not self._runner.done():
+            await asyncio.shield(self._runner)
+
     async def record(self, notes: list[Note]) -> None:
         """Events of something that changes nothing else (a drift report)."""
         if notes:

@@ -112,6 +112,7 @@ class DeploymentService:
         self._tasks: set[asyncio.Task[None]] = set()  # those commits, kept from the GC
         self._waiting: dict[str, str] = {}  # pending id -> why the last pass left it
         self._room = asyncio.Event()  # set when pending containers may fit
+        self._scheduling = False  # a pass of ``schedule_pending`` under way
         self._sequencer.listen(self._after_commit)
 
     @classmethod
@@ -334,10 +335,13 @@ class DeploymentService:
             if not due or not self._books.pending:
                 continue
             seen, last = registry.version, self._context.clock()
+            self._scheduling = True
             try:
                 await self.schedule()
             except Exception as error:  # the next pass tries again
                 log.warning("scheduler pass failed", error=error)
+            finally:
+                self._scheduling = False
 
     def _after_commit(self, batch: Decision) -> None:
         if batch.may_make_room() and self._books.pending:
@@ -406,6 +410,17 @@ class DeploymentService:
         """Wait until the swap ends agents reported are committed (or failed)."""
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def quiet(self) -> None:
+        """Wait until no decision is queued or under way and no scheduler pass is due:
+        then memory and the store hold the same (for tests that compare them)."""
+        while True:
+            await self._sequencer.idle()
+            await asyncio.sleep(0)
+            if not self._room.is_set() and not self._scheduling:
+                await self._sequencer.idle()
+                return
+            await asyncio.sleep(0.01)
 
     def check_indexes(self) -> None:
         """``AssertionError`` unless every index equals one rebuilt from scratch."""

@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 
 from coordinator.keys import DEPLOYMENTS as SERVICE
-from tests.coordinator.conftest import Coordinator, config_for, register, start
+from tests.coordinator.conftest import NAMESPACE, Coordinator, config_for, register, start
 from tests.coordinator.test_deployment_api import DEPLOYMENTS, call, next_desired, spec
 
 WEB = f"{DEPLOYMENTS}/web"
@@ -41,6 +41,7 @@ async def assert_memory_is_the_store(cluster: Coordinator) -> None:
     """Placed and pending containers as the API shows them are what the store holds, and
     every deployment counts what it was scaled to."""
     service = cluster.app[SERVICE]
+    await service.quiet()  # a pass an uncordon started may still be committing
     stored = await cluster.stored("/containers/")
     assert {record.id for record in service.containers()} == {v["id"] for v in stored.values()}
     pending = await cluster.stored("/pending/")
@@ -192,3 +193,29 @@ async def test_a_dry_run_says_what_a_deploy_would_do_and_changes_nothing(
     assert status == 201
     assert [v["record"]["node"] for v in placed["containers"]] == ["node-a", "node-a"]
     await ws.close()
+
+
+async def test_a_node_that_joins_and_a_quota_raised_start_a_pass(cluster: Coordinator) -> None:
+    """Pending containers are placed within one scheduler pass of room appearing: here
+    a node registering, then a quota's max raised."""
+    node_a = await register(cluster, "node-a")
+    await call(cluster, "POST", DEPLOYMENTS, spec(count=2))
+    await call(cluster, "POST", "/v1/nodes/node-a/drain")
+    node_b = await register(cluster, "node-b")
+    await placed_within(cluster, 2)
+    assert {v["record"]["node"] for v in await containers_of(cluster)} == {"node-b"}
+
+    quota = {"namespace": NAMESPACE, "min": {"cpu": "0"}, "max": {"cpu": "0.5"}}
+    assert (await call(cluster, "PUT", f"/v1/elasticquotas/{NAMESPACE}", quota))[0] == 200
+    await call(cluster, "POST", "/v1/nodes/node-a/uncordon")
+    await call(cluster, "POST", "/v1/nodes/node-b/drain")
+    views = await containers_of(cluster)
+    assert sum(1 for v in views if v["record"]["node"]) == 1  # the quota's max: 0.5 CPU
+    (waiting,) = [v for v in views if not v["record"]["node"]]
+    assert "max" in waiting["reason"]
+    quota["max"] = {"cpu": "1"}
+    assert (await call(cluster, "PUT", f"/v1/elasticquotas/{NAMESPACE}", quota))[0] == 200
+    await placed_within(cluster, 2)
+    await assert_memory_is_the_store(cluster)
+    for ws in (node_a, node_b):
+        await ws.close()
