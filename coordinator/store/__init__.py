@@ -150,6 +150,11 @@ class Store(Protocol):
         ``WatchCompacted`` when changes that old are no longer kept."""
         ...
 
+    async def compact(self, revision: int) -> None:
+        """Forget the changes before ``revision``: a watch from earlier is refused with
+        ``WatchCompacted``. Entries are untouched."""
+        ...
+
     async def grant_lease(self, ttl: int) -> int:
         """A new lease of ``ttl`` seconds (>= 1; an engine may raise it to its minimum,
         2 s on etcd by default); its id, never 0."""

@@ -37,6 +37,11 @@ class ChangeFeed:
         for queue in self._followers:
             queue.put_nowait(change)
 
+    def forget_before(self, revision: int) -> None:
+        while self._history and self._history[0][0] < revision:
+            self._history.popleft()
+        self._oldest = max(self._oldest, revision)
+
     def close(self) -> None:
         """End every follower's iteration."""
         for queue in self._followers:

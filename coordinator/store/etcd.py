@@ -139,6 +139,10 @@ class EtcdStore:
                 self._link.move_on()
                 await asyncio.sleep(0.1)
 
+    async def compact(self, revision: int) -> None:
+        request = rpc.CompactionRequest(revision=revision)
+        await self._read(lambda s, m: s.kv.Compact(request, metadata=m, timeout=self._t))
+
     async def grant_lease(self, ttl: int) -> int:
         check_ttl(ttl)
         request = rpc.LeaseGrantRequest(TTL=ttl)
@@ -166,11 +170,11 @@ class EtcdStore:
     async def revoke_lease(self, lease: int) -> None:
         request = rpc.LeaseRevokeRequest(ID=lease)
         try:
-            answer = await self._read(
-                lambda s, m: s.lease.LeaseRevoke(request, metadata=m, timeout=self._t)
+            answer = await self._link.call(
+                lambda s, m: s.lease.LeaseRevoke(request, metadata=m, timeout=self._t), retry=True
             )
         except grpc.aio.AioRpcError as error:
-            if error.code() == grpc.StatusCode.NOT_FOUND:
+            if "lease not found" in (error.details() or ""):
                 return  # already gone
             raise StoreError(f"etcd could not revoke lease {lease:x}: {error.details()}") from error
         self._saw(answer.header.revision)

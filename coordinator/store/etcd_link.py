@@ -67,9 +67,7 @@ class EtcdLink:
         self._metadata: dict[int, Metadata] = {}
         self._current = 0
 
-    async def call(
-        self, request: Callable[[Stubs, Metadata], Awaitable[R]], *, retry: bool
-    ) -> R:
+    async def call(self, request: Callable[[Stubs, Metadata], Awaitable[R]], *, retry: bool) -> R:
         """``request`` on the current endpoint, moving on to the next ones as needed."""
         problems: list[str] = []
         for _ in range(len(self._targets)):
@@ -122,9 +120,7 @@ class EtcdLink:
         """A token of this member (etcd's simple tokens are per member), or none."""
         if not self.settings.user:
             return ()
-        request = rpc.AuthenticateRequest(
-            name=self.settings.user, password=self.settings.password
-        )
+        request = rpc.AuthenticateRequest(name=self.settings.user, password=self.settings.password)
         try:
             answer = await rpc.AuthStub(channel).Authenticate(
                 request, timeout=self.settings.timeout_s

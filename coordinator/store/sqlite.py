@@ -149,6 +149,9 @@ class SqliteStore:
     def watch(self, prefix: str, start_revision: int) -> AsyncIterator[list[Event]]:
         return self._changes.follow(prefix, start_revision)
 
+    async def compact(self, revision: int) -> None:
+        self._changes.forget_before(revision)
+
     async def grant_lease(self, ttl: int) -> int:
         return self._leases.grant(ttl)
 
