@@ -21,7 +21,7 @@ Revisions, on both engines:
   cluster revision, which every write to that etcd moves, so it may jump (another allot
   cluster under another prefix, ``migrate``). Callers rely on the order, never on steps.
 
-Besides reading and committing, a store follows itself (``watch``: every change from a
+Besides reading and committing, a ``ClusterStore`` follows itself (``watch``: every change from a
 revision on, one transaction at a time) and holds leases (``grant_lease``): keys put
 with a lease vanish, in one transaction, when it expires or is revoked, which is what a
 leader key needs; ``CompareCreated`` fences a commit on that key's incarnation.
@@ -32,7 +32,7 @@ Nothing above the store touches SQL or etcd; ``SqliteStore`` is the embedded eng
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -134,16 +134,23 @@ class Store(Protocol):
         (keys compare as their UTF-8 bytes)."""
         ...
 
-    async def snapshot(self, prefix: str) -> Snapshot:
-        """``range(prefix)`` with the revision it was read at, in one consistent read."""
-        ...
-
     async def commit(self, txn: Txn) -> TxnResult:
         """Apply ``txn`` atomically and durably if its compares hold. Raises
         ``LeaseNotFound`` (nothing written) when ``txn.lease`` is gone."""
         ...
 
-    def watch(self, prefix: str, start_revision: int) -> AsyncIterator[list[Event]]:
+    async def close(self) -> None: ...
+
+
+class ClusterStore(Store, Protocol):
+    """What several coordinators need besides: following the store and leases. Both
+    engines have it; the services need only ``Store``."""
+
+    async def snapshot(self, prefix: str) -> Snapshot:
+        """``range(prefix)`` with the revision it was read at, in one consistent read."""
+        ...
+
+    def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
         """Every change to keys under ``prefix`` committed at ``start_revision`` (>= 1) or
         later, one list per transaction (its events in key order), in revision order, and
         then each new one as it commits, until the caller stops iterating. Raises
@@ -168,8 +175,6 @@ class Store(Protocol):
         """End ``lease`` now: its keys are deleted in one transaction. A lease already
         gone is no error."""
         ...
-
-    async def close(self) -> None: ...
 
 
 def check_key(key: object) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from coordinator.store import Event, WatchCompacted, check_prefix, check_watch_start
 
@@ -47,7 +47,7 @@ class ChangeFeed:
         for queue in self._followers:
             queue.put_nowait(None)
 
-    async def follow(self, prefix: str, start_revision: int) -> AsyncIterator[list[Event]]:
+    async def follow(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
         check_prefix(prefix)
         check_watch_start(start_revision)
         if start_revision < self._oldest:

@@ -16,7 +16,7 @@ Ranges are read in pages at one revision, so a large range is still one snapshot
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 import grpc
@@ -120,7 +120,7 @@ class EtcdStore:
         self._saw(answer.header.revision)
         return TxnResult(succeeded=answer.succeeded, revision=answer.header.revision)
 
-    async def watch(self, prefix: str, start_revision: int) -> AsyncIterator[list[Event]]:
+    async def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
         """Follows etcd's watch; when the stream breaks it goes on from the next revision
         on another endpoint, so the caller sees no gap."""
         check_prefix(prefix)
@@ -202,7 +202,7 @@ class EtcdStore:
 
     async def _watch_stream(
         self, stubs: Stubs, metadata: Metadata, start: bytes, end: bytes, revision: int
-    ) -> AsyncIterator[list[Event]]:
+    ) -> AsyncGenerator[list[Event], None]:
         call = stubs.watch.Watch(metadata=metadata)
         try:
             create = rpc.WatchCreateRequest(key=start, range_end=end, start_revision=revision)

@@ -20,7 +20,7 @@ import fcntl
 import functools
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -146,7 +146,7 @@ class SqliteStore:
         rows, revision = await self._run(read)
         return Snapshot([_entry(row) for row in rows], revision)
 
-    def watch(self, prefix: str, start_revision: int) -> AsyncIterator[list[Event]]:
+    def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
         return self._changes.follow(prefix, start_revision)
 
     async def compact(self, revision: int) -> None:

@@ -21,7 +21,7 @@ from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig, NamespaceToken
 from coordinator.keys import REGISTRY, STORE
 from coordinator.services.registry import NODE_PREFIX
-from coordinator.store import Store
+from coordinator.store import ClusterStore
 from shared.codec import to_builtins, to_json
 from shared.protocol import SUBPROTOCOL
 from tests.builders import make_inventory
@@ -203,7 +203,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
 
 
 @pytest.fixture
-async def store(engine: Engine) -> AsyncIterator[Store]:
+async def store(engine: Engine) -> AsyncIterator[ClusterStore]:
     opened = await engine.open()
     yield opened
     await opened.close()

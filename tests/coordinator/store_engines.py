@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from coordinator.store import Store
+from coordinator.store import ClusterStore
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
 from coordinator.store.sqlite import SqliteStore
@@ -25,7 +25,7 @@ class Engine:
     path: Path | None = None
     etcd: EtcdSettings | None = None
 
-    async def open(self) -> Store:
+    async def open(self) -> ClusterStore:
         if self.etcd is not None:
             return await EtcdStore.open(self.etcd)
         assert self.path is not None

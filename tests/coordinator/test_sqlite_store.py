@@ -17,6 +17,7 @@ import pytest
 from coordinator.store import (
     Compare,
     Entry,
+    Event,
     LeaseNotFound,
     StoreError,
     Txn,
@@ -79,7 +80,7 @@ async def test_one_turn_of_commits_is_one_sqlite_transaction(
     batches: list[int] = []
     apply = store._apply
 
-    def counting_apply(batch: Sequence[Txn]) -> tuple[list[TxnResult], int]:
+    def counting_apply(batch: Sequence[Txn]) -> tuple[list[tuple[TxnResult, list[Event]]], int]:
         batches.append(len(batch))
         return apply(batch)
 

@@ -11,7 +11,7 @@ changing transaction still moves it by exactly one there too.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any, cast
 
 import pytest
@@ -26,12 +26,12 @@ from hypothesis.stateful import (
 )
 
 from coordinator.store import (
+    ClusterStore,
     Compare,
     CompareCreated,
     Entry,
     Event,
     LeaseNotFound,
-    Store,
     Txn,
     TxnResult,
     WatchCompacted,
@@ -56,7 +56,7 @@ def snapshot(entries: Sequence[Entry], base: int = 0) -> dict[str, tuple[bytes, 
 # --- revisions ------------------------------------------------------------------------
 
 
-async def test_revisions_follow_etcd(store: Store) -> None:
+async def test_revisions_follow_etcd(store: ClusterStore) -> None:
     base = store.revision
     first = await store.commit(put("/k", b"1"))
     assert first == TxnResult(succeeded=True, revision=base + 1)
@@ -77,7 +77,7 @@ async def test_revisions_follow_etcd(store: Store) -> None:
     assert store.revision == base + 5
 
 
-async def test_one_revision_per_transaction_however_many_keys(store: Store) -> None:
+async def test_one_revision_per_transaction_however_many_keys(store: ClusterStore) -> None:
     base = store.revision
     result = await store.commit(Txn(puts={"/a": b"1", "/b": b"2", "/c": b"3"}))
 
@@ -85,7 +85,7 @@ async def test_one_revision_per_transaction_however_many_keys(store: Store) -> N
     assert {e.mod_revision for e in await store.range("")} == {base + 1}
 
 
-async def test_failed_and_compare_only_transactions_keep_the_revision(store: Store) -> None:
+async def test_failed_and_compare_only_transactions_keep_the_revision(store: ClusterStore) -> None:
     written = (await store.commit(put("/k"))).revision
 
     compare_only = await store.commit(Txn(compares=(Compare("/k", written),)))
@@ -98,7 +98,7 @@ async def test_failed_and_compare_only_transactions_keep_the_revision(store: Sto
 
 
 async def test_deleting_a_missing_key_changes_nothing_and_keeps_the_revision(
-    store: Store,
+    store: ClusterStore,
 ) -> None:
     written = (await store.commit(put("/k"))).revision
 
@@ -111,7 +111,7 @@ async def test_deleting_a_missing_key_changes_nothing_and_keeps_the_revision(
 # --- compare-and-swap -----------------------------------------------------------------
 
 
-async def test_compare_with_zero_means_the_key_must_not_exist(store: Store) -> None:
+async def test_compare_with_zero_means_the_key_must_not_exist(store: ClusterStore) -> None:
     created = await store.commit(put("/k", b"first", expect=0))
     again = await store.commit(put("/k", b"second", expect=0))
 
@@ -120,7 +120,7 @@ async def test_compare_with_zero_means_the_key_must_not_exist(store: Store) -> N
     assert (await store.get("/k")) == Entry("/k", b"first", created.revision, created.revision)
 
 
-async def test_a_stale_mod_revision_loses_the_race(store: Store) -> None:
+async def test_a_stale_mod_revision_loses_the_race(store: ClusterStore) -> None:
     await store.commit(put("/k", b"seen"))
     seen = await store.get("/k")
     assert seen is not None
@@ -134,7 +134,7 @@ async def test_a_stale_mod_revision_loses_the_race(store: Store) -> None:
     assert snapshot(await store.range("")) == before
 
 
-async def test_a_multi_key_transaction_is_all_or_nothing(store: Store) -> None:
+async def test_a_multi_key_transaction_is_all_or_nothing(store: ClusterStore) -> None:
     base = (await store.commit(Txn(puts={"/x": b"x0", "/y": b"y0"}))).revision - 1
     before = snapshot(await store.range(""))
     puts = {"/x": b"x1", "/y": b"y1", "/z": b"z1"}
@@ -154,7 +154,7 @@ async def test_a_multi_key_transaction_is_all_or_nothing(store: Store) -> None:
     }
 
 
-async def test_of_two_racing_creates_exactly_one_wins(store: Store) -> None:
+async def test_of_two_racing_creates_exactly_one_wins(store: ClusterStore) -> None:
     """Concurrent commits each see the ones applied before them, on either engine."""
     first, second = await asyncio.gather(
         store.commit(put("/k", b"first", expect=0)),
@@ -168,7 +168,7 @@ async def test_of_two_racing_creates_exactly_one_wins(store: Store) -> None:
     assert stored.value == winner
 
 
-async def test_concurrent_commits_each_get_their_own_revision(store: Store) -> None:
+async def test_concurrent_commits_each_get_their_own_revision(store: ClusterStore) -> None:
     base = store.revision
 
     results = await asyncio.gather(*(store.commit(put(f"/k/{i:03}")) for i in range(50)))
@@ -183,7 +183,7 @@ async def test_concurrent_commits_each_get_their_own_revision(store: Store) -> N
 
 
 async def test_compare_created_tells_one_incarnation_of_a_key_from_the_next(
-    store: Store,
+    store: ClusterStore,
 ) -> None:
     created = (await store.commit(put("/leader", b"a"))).revision
     fenced = Txn(compares=(CompareCreated("/leader", created),), puts={"/work": b"1"})
@@ -242,7 +242,9 @@ RANGE_KEYS = (
         pytest.param("/a\U0010ffff", id="last-char-is-max-code-point"),
     ],
 )
-async def test_range_returns_exactly_the_prefix_in_key_order(store: Store, prefix: str) -> None:
+async def test_range_returns_exactly_the_prefix_in_key_order(
+    store: ClusterStore, prefix: str
+) -> None:
     await store.commit(Txn(puts={key: key.encode() for key in RANGE_KEYS}))
 
     entries = await store.range(prefix)
@@ -251,7 +253,7 @@ async def test_range_returns_exactly_the_prefix_in_key_order(store: Store, prefi
     assert all(e.value == e.key.encode() for e in entries)
 
 
-async def test_a_snapshot_is_a_range_with_the_revision_it_was_read_at(store: Store) -> None:
+async def test_a_snapshot_is_a_range_with_the_revision_it_was_read_at(store: ClusterStore) -> None:
     written = (await store.commit(Txn(puts={"/a/1": b"1", "/a/2": b"2", "/b": b"3"}))).revision
 
     taken = await store.snapshot("/a/")
@@ -261,7 +263,7 @@ async def test_a_snapshot_is_a_range_with_the_revision_it_was_read_at(store: Sto
 
 
 @pytest.mark.parametrize("prefix", ["a", "nodes/"])
-async def test_a_prefix_is_empty_or_starts_with_a_slash(store: Store, prefix: str) -> None:
+async def test_a_prefix_is_empty_or_starts_with_a_slash(store: ClusterStore, prefix: str) -> None:
     with pytest.raises(ValueError, match="starting with '/'"):
         await store.range(prefix)
 
@@ -305,7 +307,7 @@ async def test_values_and_revisions_survive_a_reopen(engine: Engine) -> None:
         pytest.param(Txn(puts={"/k": b"x"}, lease=-1), id="negative-lease"),
     ],
 )
-async def test_a_malformed_transaction_is_refused_alone(store: Store, bad: Txn) -> None:
+async def test_a_malformed_transaction_is_refused_alone(store: ClusterStore, bad: Txn) -> None:
     """Refused before it reaches the engine, so a good transaction beside it commits."""
     base = store.revision
     good, refused = await asyncio.gather(
@@ -321,7 +323,7 @@ async def test_a_malformed_transaction_is_refused_alone(store: Store, bad: Txn) 
 # --- leases ---------------------------------------------------------------------------
 
 
-async def test_a_key_put_with_a_lease_vanishes_when_the_lease_expires(store: Store) -> None:
+async def test_a_key_put_with_a_lease_vanishes_when_the_lease_expires(store: ClusterStore) -> None:
     lease = await store.grant_lease(TTL)
     await store.commit(Txn(puts={"/leader": b"me", "/leader/address": b"x"}, lease=lease))
     await store.commit(put("/plain"))
@@ -339,7 +341,7 @@ async def test_a_key_put_with_a_lease_vanishes_when_the_lease_expires(store: Sto
     await following.aclose()
 
 
-async def test_keep_alive_holds_a_lease_past_its_ttl(store: Store) -> None:
+async def test_keep_alive_holds_a_lease_past_its_ttl(store: ClusterStore) -> None:
     lease = await store.grant_lease(TTL)
     await store.commit(Txn(puts={"/leader": b"me"}, lease=lease))
 
@@ -351,7 +353,7 @@ async def test_keep_alive_holds_a_lease_past_its_ttl(store: Store) -> None:
     await store.revoke_lease(lease)
 
 
-async def test_revoking_a_lease_deletes_its_keys_in_one_transaction(store: Store) -> None:
+async def test_revoking_a_lease_deletes_its_keys_in_one_transaction(store: ClusterStore) -> None:
     lease = await store.grant_lease(30)
     await store.commit(Txn(puts={"/a": b"1", "/b": b"2"}, lease=lease))
     await store.commit(put("/c"))
@@ -366,7 +368,7 @@ async def test_revoking_a_lease_deletes_its_keys_in_one_transaction(store: Store
         await store.keep_alive(lease)
 
 
-async def test_a_key_put_again_without_its_lease_outlives_it(store: Store) -> None:
+async def test_a_key_put_again_without_its_lease_outlives_it(store: ClusterStore) -> None:
     lease = await store.grant_lease(30)
     await store.commit(Txn(puts={"/kept": b"1", "/gone": b"2"}, lease=lease))
     await store.commit(put("/kept", b"mine now"))
@@ -376,7 +378,7 @@ async def test_a_key_put_again_without_its_lease_outlives_it(store: Store) -> No
     assert [(e.key, e.value) for e in await store.range("")] == [("/kept", b"mine now")]
 
 
-async def test_an_unknown_lease_is_refused_and_nothing_is_written(store: Store) -> None:
+async def test_an_unknown_lease_is_refused_and_nothing_is_written(store: ClusterStore) -> None:
     base = store.revision
     with pytest.raises(LeaseNotFound):
         await store.commit(Txn(puts={"/k": b"x"}, lease=0x7FFF_0000_1234))
@@ -391,11 +393,13 @@ async def test_an_unknown_lease_is_refused_and_nothing_is_written(store: Store) 
 # --- watch ----------------------------------------------------------------------------
 
 
-async def next_changes(following: AsyncIterator[list[Event]], count: int) -> list[list[Event]]:
+async def next_changes(
+    following: AsyncGenerator[list[Event], None], count: int
+) -> list[list[Event]]:
     return [await asyncio.wait_for(anext(following), timeout=5) for _ in range(count)]
 
 
-async def test_a_watch_replays_from_its_revision_then_follows(store: Store) -> None:
+async def test_a_watch_replays_from_its_revision_then_follows(store: ClusterStore) -> None:
     first = (await store.commit(Txn(puts={"/n/b": b"1", "/n/a": b"2", "/other": b"x"}))).revision
     second = (await store.commit(Txn(deletes=("/n/a", "/n/missing")))).revision
     following = store.watch("/n/", first)
@@ -414,7 +418,7 @@ async def test_a_watch_replays_from_its_revision_then_follows(store: Store) -> N
 
 
 async def test_a_watch_sees_only_its_prefix_and_skips_what_changed_nothing(
-    store: Store,
+    store: ClusterStore,
 ) -> None:
     following = store.watch("/mine/", store.revision + 1)
     await store.commit(put("/theirs"))
@@ -429,7 +433,7 @@ async def test_a_watch_sees_only_its_prefix_and_skips_what_changed_nothing(
 
 
 async def test_a_snapshot_and_a_watch_from_its_next_revision_miss_nothing(
-    store: Store,
+    store: ClusterStore,
 ) -> None:
     """How a follower starts: read, then watch from the revision read + 1."""
     await store.commit(put("/s/1"))
@@ -444,12 +448,12 @@ async def test_a_snapshot_and_a_watch_from_its_next_revision_miss_nothing(
     await following.aclose()
 
 
-async def test_a_watch_from_revision_zero_is_refused(store: Store) -> None:
+async def test_a_watch_from_revision_zero_is_refused(store: ClusterStore) -> None:
     with pytest.raises(ValueError, match="revision 1"):
         await anext(store.watch("/", 0))
 
 
-async def test_a_watch_from_before_the_kept_history_is_compacted(store: Store) -> None:
+async def test_a_watch_from_before_the_kept_history_is_compacted(store: ClusterStore) -> None:
     first = (await store.commit(put("/h", b"1"))).revision
     for value in (b"2", b"3", b"4"):
         kept = (await store.commit(put("/h", value))).revision
@@ -566,7 +570,11 @@ class StoreMatchesModel(RuleBasedStateMachine):
 
 
 def test_store_matches_the_model(engine: Engine) -> None:
+    class OnItsOwnData(StoreMatchesModel):
+        def __init__(self) -> None:
+            super().__init__(engine.fresh())
+
     run_state_machine_as_test(
-        lambda: StoreMatchesModel(engine.fresh()),
+        OnItsOwnData,
         settings=settings(max_examples=25, stateful_step_count=15, deadline=None),
     )
