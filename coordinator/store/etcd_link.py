@@ -150,6 +150,14 @@ def _refused_before_taken(error: grpc.aio.AioRpcError) -> bool:
     return "no leader" in details or "server stopped" in details
 
 
+def endpoint_problem(endpoint: str) -> str | None:
+    """Why ``endpoint`` is not host:port (with an optional http:// or https://), or None."""
+    host, _, port = _target(endpoint).rpartition(":")
+    if not host or "/" in host or not port.isdigit() or not 0 < int(port) < 65536:
+        return f"{endpoint!r} is not host:port, http://host:port or https://host:port"
+    return None
+
+
 def _target(endpoint: str) -> str:
     for scheme in ("http://", "https://"):
         if endpoint.startswith(scheme):
