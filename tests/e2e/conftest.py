@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from coordinator.store.etcd_link import EtcdSettings
 from tests.coordinator.store_engines import ENGINES, etcd_settings
 from tests.e2e.processes import Service
 
@@ -21,9 +22,8 @@ def services() -> Iterator[list[Service]]:
             service.process.wait(timeout=10)
 
 
-def etcd_flags(request: pytest.FixtureRequest) -> tuple[str, ...]:
-    """A coordinator's flags for the session's etcd cluster, under a prefix of its own."""
-    settings = etcd_settings(request.getfixturevalue("etcd_cluster"))
+def etcd_flags(settings: EtcdSettings) -> tuple[str, ...]:
+    """A coordinator's flags for the etcd store of ``settings``."""
     return (
         "--store=etcd",
         f"--etcd-endpoints={','.join(settings.endpoints)}",
@@ -34,4 +34,6 @@ def etcd_flags(request: pytest.FixtureRequest) -> tuple[str, ...]:
 @pytest.fixture(params=ENGINES)
 def store_flags(request: pytest.FixtureRequest) -> tuple[str, ...]:
     """Each store engine in turn, as the coordinator's flags (SQLite: none, the default)."""
-    return () if request.param == "sqlite" else etcd_flags(request)
+    if request.param == "sqlite":
+        return ()
+    return etcd_flags(etcd_settings(request.getfixturevalue("etcd_cluster")))
