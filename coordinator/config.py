@@ -78,6 +78,9 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     etcd_key_file: Annotated[str, Meta(description="TLS: the client certificate's key")] = ""
     etcd_user: Annotated[str, Meta(description="etcd user (with etcd_password)")] = ""
     etcd_password: Annotated[str, Meta(description="that etcd user's password")] = ""
+    etcd_timeout_seconds: Annotated[
+        float, Meta(gt=0, description="per etcd call, and to connect to one member")
+    ] = 10.0
     join_token: Annotated[str, Meta(description="secret agents present to join")] = ""
     api_tokens: Annotated[
         list[str], Meta(description="secrets API clients present (comma-separated)")
@@ -157,6 +160,7 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             key_file=self.etcd_key_file,
             user=self.etcd_user,
             password=self.etcd_password,
+            timeout_s=self.etcd_timeout_seconds,
         )
 
     @property
