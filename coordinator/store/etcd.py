@@ -282,8 +282,25 @@ def _after_prefix(prefix: bytes) -> bytes:
     return stem[:-1] + bytes([stem[-1] + 1]) if stem else b"\0"
 
 
+# Answers that say etcd did not apply the transaction; any other failure (a deadline,
+# a lost connection) leaves its outcome unknown.
+_REFUSED = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNAUTHENTICATED,
+}
+
+
 def _refusal(error: grpc.aio.AioRpcError, txn: Txn) -> StoreError:
     details = error.details() or ""
+    if error.code() not in _REFUSED:
+        return StoreError(
+            f"etcd did not answer a transaction ({error.code().name}: {details}); it may or"
+            " may not have been applied"
+        )
     if "requested lease not found" in details:
         return LeaseNotFound(txn.lease)
     operations = len(txn.puts) + len(txn.deletes)

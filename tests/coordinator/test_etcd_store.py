@@ -69,7 +69,7 @@ async def test_the_cluster_keeps_deciding_with_one_member_of_three_killed(
 ) -> None:
     """Kill the member this store talks to, then the raft leader: commits go on through
     the others (two of three are a quorum), and the killed members rejoin."""
-    store = await EtcdStore.open(replace(etcd_settings(etcd_cluster), timeout_s=2.0))
+    store = await EtcdStore.open(etcd_settings(etcd_cluster))
     killed: list[int] = []
     try:
         await store.commit(Txn(puts={"/before": b"1"}))
