@@ -42,7 +42,7 @@ from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService, cluster_total
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
-from coordinator.store.sqlite import SqliteStore
+from coordinator.store.opening import open_store
 from shared.logs import get_logger
 
 log = get_logger("allot.coordinator")
@@ -88,9 +88,9 @@ async def _close_agent_sessions(app: web.Application) -> None:
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:
-    path = app[CONFIG].store_path
-    store = await SqliteStore.open(path)
-    log.info("store opened", path=path, revision=store.revision)
+    config = app[CONFIG]
+    store = await open_store(config)
+    log.info("store opened", store=config.store_location, revision=store.revision)
     app[STORE] = store
     yield
     await store.close()

@@ -36,8 +36,11 @@ class Service:
         self.log_start = 0
 
     @classmethod
-    def coordinator(cls, workdir: Path, *, port: int = 0, toml: str = "") -> Service:
-        """A coordinator on loopback; ``toml`` is its config file (e.g. [[resources]])."""
+    def coordinator(
+        cls, workdir: Path, *, port: int = 0, toml: str = "", args: tuple[str, ...] = ()
+    ) -> Service:
+        """A coordinator on loopback; ``toml`` is its config file (e.g. [[resources]]),
+        ``args`` more of its flags (e.g. the etcd store's)."""
         env = {
             "ALLOT_COORDINATOR_JOIN_TOKEN": JOIN_TOKEN,
             "ALLOT_COORDINATOR_API_TOKENS": API_TOKEN,
@@ -48,6 +51,7 @@ class Service:
             f"--port={port}",
             f"--lease-seconds={LEASE_SECONDS}",
             f"--heartbeat-seconds={HEARTBEAT_SECONDS}",
+            *args,
         ]
         if toml:
             (workdir / "coordinator.toml").write_text(toml)
