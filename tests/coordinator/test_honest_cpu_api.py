@@ -92,15 +92,13 @@ async def test_cpu_overcommit_is_set_per_node_and_kept_in_its_record(
     assert (answer["cpu_overcommit"], answer["shared_limit"]) == ("2", 400)
     status, placed = await cluster.call("POST", DEPLOYMENTS, spec("batch", 3, "1", bind=False))
     assert status == 201, placed
-    status, refused = await cluster.call(
-        "PATCH", path, {"mode": "absolute", "cpu_overcommit": "1"}
-    )
+    status, refused = await cluster.call("PATCH", path, {"mode": "absolute", "cpu_overcommit": "1"})
     assert (status, refused["error"]["code"]) == (409, "below_allocation"), refused
     for bad in ("0.5", "lots", 1000):
         status, refused = await cluster.call(
             "PATCH", path, {"mode": "absolute", "cpu_overcommit": bad}
         )
-        assert (status, refused["error"]["code"]) == (400, "invalid_request"), refused
+        assert (status, refused["error"]["code"]) == (422, "invalid_request"), refused
     stored = await cluster.stored("/allocations/node-a")
     assert stored["/allocations/node-a"]["cpu_overcommit"] == "2"
     await ws.close()
@@ -115,10 +113,7 @@ async def test_concurrent_deploys_and_overcommit_changes_never_oversell_the_shar
     ws = await register(cluster, "node-a")
     path = "/v1/nodes/node-a/capacity"
     answers = await asyncio.gather(
-        *(
-            cluster.call("POST", DEPLOYMENTS, spec(f"u{i}", 1, "0.5", bind=False))
-            for i in range(6)
-        ),
+        *(cluster.call("POST", DEPLOYMENTS, spec(f"u{i}", 1, "0.5", bind=False)) for i in range(6)),
         cluster.call("POST", DEPLOYMENTS, spec("b0", 1, "1", bind=True)),
         cluster.call("PATCH", path, {"mode": "delta", "cpu_overcommit": "1.5"}),
         cluster.call("PATCH", path, {"mode": "delta", "cpu_overcommit": "1"}),
