@@ -59,7 +59,7 @@ from coordinator.deployments.translate import (
 )
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
-from coordinator.placement import Delta, NodeState
+from coordinator.placement import Delta, Node, NodeState
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.services.events import EventLog, Note
@@ -239,6 +239,13 @@ class DeploymentService:
 
     def skipped_nodes(self) -> dict[str, str]:
         return self._draft().skipped_nodes()
+
+    def plan_views(self) -> tuple[list[Node], dict[str, str]]:
+        """What a deploy would place on: the ready, uncordoned nodes as the placement
+        engine sees them (what is free, the shared pool's CPU included), and the nodes
+        left out with the reason."""
+        draft = self._draft()
+        return [state.view() for state in draft.candidates()], draft.skipped_nodes()
 
     def pool_demands(self) -> dict[str, dict[str, float]]:
         return pool_link.pool_demands(self._books, self._context.share_base)

@@ -23,6 +23,12 @@ class Allocation(msgspec.Struct, frozen=True, kw_only=True):
     extended: dict[str, int] = {}  # named extended resource -> units offered
     extended_used: dict[str, int] = {}  # -> units its containers hold
     other_containers: int = 0  # other namespaces' containers there: counted, not named
+    # The shared pool's CPU, in pieces: its cores' pieces, those times cpu_overcommit (what
+    # unbound containers may request in all), and what they request.
+    shared_cpu: int = 0
+    cpu_overcommit: str = "1"
+    shared_limit: int = 0
+    unbound_cpu: int = 0
 
 
 class Cordoned(msgspec.Struct, frozen=True):
