@@ -2,7 +2,7 @@
 what it needs, and the nearest miss among the nodes that take containers -- or, when no
 node takes any, what keeps each one out.
 
-    needs 1.7 CPU + 512Mi on one node; the best fit, n3, has 1.2 CPU and 2Gi free
+    needs 1.7 CPU + 512Mi on one node; the best fit, n3, has 1.2 CPU and 2.0Gi free
     needs 0.5 CPU + 128Mi on one node; no node takes containers: 2 cordoned (n1, n2), 1 lost (n0)
 
 Refusals that are not about room (a quota's max, a pool's limit) already carry their
@@ -15,7 +15,7 @@ from collections import defaultdict
 
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.outcome import DeployRefused
-from coordinator.placement import Node, Normalized
+from coordinator.placement import NodeState, Normalized
 from shared.api.nodes import NodeHealth
 from shared.quantity import format_cpu, format_memory_approx
 
@@ -26,20 +26,25 @@ def why_not(draft: Draft, resources: Normalized, refusal: DeployRefused) -> str:
     if refusal.reason != "capacity":
         return refusal.message
     need = f"needs {resources.describe()} on one node"
-    views = [state.view() for state in draft.candidates()]
-    if not views:
+    states = draft.candidates()
+    if not states:
         return f"{need}; no node takes containers: {_kept_out(draft)}"
-    best = max(views, key=lambda view: (_free_cpu(view), view.memory, view.name))
-    cpu = format_cpu(_free_cpu(best), share_base=best.share_base)
+    free = {state.name: _free(state, resources.cpu_bind) for state in states}
+    best = max(free, key=lambda name: (*free[name], name))
+    cpu, memory = free[best]
+    shared = "" if resources.cpu_bind else " of its shared pool"
     return (
-        f"{need}; the best fit, {best.name}, has {cpu} CPU and"
-        f" {format_memory_approx(best.memory)} free"
+        f"{need}; the best fit, {best}, has {format_cpu(cpu, share_base=resources.share_base)}"
+        f" CPU{shared} and {format_memory_approx(memory)} free"
     )
 
 
-def _free_cpu(view: Node) -> int:
-    """The node's free CPU pieces, every core's together."""
-    return sum(view.cores.values())
+def _free(state: NodeState, bound: bool) -> tuple[int, int]:
+    """The node's free CPU pieces (on its cores for a bound container, in its shared
+    pool's limit for an unbound one) and free memory."""
+    view = state.view()
+    cpu = sum(view.cores.values()) if bound else max(0, state.shared_limit - state.unbound_cpu)
+    return cpu, view.memory
 
 
 def _kept_out(draft: Draft) -> str:

@@ -530,7 +530,7 @@ async def test_scale_replace_and_events_through_main(
     assert code == 0, err
     code, out, err = await allotctl(cluster, capsys, "scale", "team-a", "web", "3")
     assert code == 0, err
-    assert "count           3, 0 running" in out.splitlines()
+    assert "count           3: 3 starting" in out.splitlines()
     _, listed = out.split("\n\n")
     ids = [row.split()[0] for row in listed.splitlines()[1:]]
     assert len(ids) == 3

@@ -1,9 +1,11 @@
 """The books after random sequences of decisions, nodes lost and back, quota writes and
-scheduler passes: each index equals one rebuilt from scratch (containers by node,
-deployment, namespace and pool; each pool's requests; pending containers by deployment);
-every deployment counts, placed and pending, the containers it was last scaled to; after
-a scheduler pass no pending container fits; and the books equal what a fresh load of the
-store gives."""
+scheduler passes (issues 16 and 17). After every step: each index equals one rebuilt
+from scratch (containers by node, deployment, namespace and pool; each pool's requests;
+pending containers by deployment); every deployment counts, placed and pending, the
+containers it was last scaled to; no core piece is both bound and shared, and no node's
+unbound CPU requests exceed its shared pool x ``cpu_overcommit``; after a scheduler pass
+no pending container fits. At the end the books equal what a fresh load of the store
+gives."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from shared.protocol import ContainerStatus, Status
 from tests.builders import make_inventory
+from tests.coordinator.placement.test_shared_cpu_properties import check_invariants
 
 NODES = ("n0", "n1", "n2")
 NAMES = ("a", "b", "c")
@@ -167,6 +170,8 @@ async def scenario(ops: list[Op], directory: Path) -> None:
             with contextlib.suppress(ApiError, QuotaError):  # refused: nothing changed
                 await run(op, service, clock)
             service.check_indexes()
+            for state in service._books.nodes.values():
+                check_invariants(state)  # no bound core shared; the pool not oversold
             for deployment in service.deployments():
                 key = (deployment.namespace, deployment.spec.name)
                 held = len(service.of_deployment(*key)) + len(service.pending_of(*key))
