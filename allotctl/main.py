@@ -42,7 +42,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from allotctl import deployments, nodes
@@ -59,6 +59,7 @@ from allotctl.deployment_views import (
 )
 from allotctl.node_views import allocation_view, cordoned_view, drained_view
 from allotctl.plot import PlotUnavailable, plot_simulation
+from allotctl.user_terms import FlagNames, in_user_terms
 from allotctl.views import (
     node_details,
     nodes_table,
@@ -86,6 +87,9 @@ class Command:
     fetch: Callable[[ApiClient, argparse.Namespace], bytes]  # the API's JSON
     render: Callable[[bytes, argparse.Namespace], str]  # the same for a person
     takes_command: bool = False  # words after "--" are a container's command
+    flags: FlagNames = field(
+        default_factory=dict
+    )  # the API's names for what the flags give (user_terms)
 
 
 def _shown(view: View) -> Callable[[bytes, argparse.Namespace], str]:
@@ -117,6 +121,19 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nodes-file", type=Path, help="JSON list of nodes to plan on instead of the cluster's"
     )
+
+
+PLAN_FLAGS = {
+    "$.request.cpu": "--cpu",
+    "$.request.memory": "--memory",
+    "$.count": "--count",
+    "$.nodes_limit": "--nodes-limit",
+    # the fields the request's checks name
+    "cpu": "--cpu",
+    "cpu_request": "--cpu",
+    "memory": "--memory",
+    "memory_request": "--memory",
+}
 
 
 def _plan(client: ApiClient, args: argparse.Namespace) -> bytes:
@@ -216,6 +233,7 @@ COMMANDS: dict[str, Command] = {
         _plan_arguments,
         _plan,
         _shown(plan_tables),
+        flags=PLAN_FLAGS,
     ),
     "deploy": Command(
         "place a deployment (flags, a TOML/JSON file, or both; -- COMMAND ...)",
@@ -223,6 +241,7 @@ COMMANDS: dict[str, Command] = {
         deployments.deploy,
         _shown(placed_table),
         takes_command=True,
+        flags=deployments.DEPLOY_FLAGS,
     ),
     "deployments": Command(
         "list a namespace's deployments",
@@ -253,12 +272,14 @@ COMMANDS: dict[str, Command] = {
         deployments.realloc_arguments,
         deployments.realloc,
         _shown(realloc_view),
+        flags=deployments.REALLOC_FLAGS,
     ),
     "scale": Command(
         "make a deployment hold COUNT containers: new ones placed, or the newest removed",
         deployments.scale_arguments,
         deployments.scale,
         _shown(deployment_details),
+        flags=deployments.SCALE_FLAGS,
     ),
     "replace": Command(
         "replace a container by one with a new image (-- COMMAND ...) in the same allocation",
@@ -321,7 +342,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         body = command.fetch(ApiClient(args.server, args.token), args)
         print(body.decode() if args.json else command.render(body, args))
-    except (ApiClientError, OSError, ValueError, LookupError, PlotUnavailable) as error:
+    except ApiClientError as error:
+        print(f"allotctl: {in_user_terms(error, args.server, command.flags)}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, LookupError, PlotUnavailable) as error:
         print(f"allotctl: {error}", file=sys.stderr)
         return 1
     return 0
