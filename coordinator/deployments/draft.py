@@ -29,6 +29,8 @@ from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.api.deployments import DeploymentRecord
 from shared.protocol import Limits
 
+CORDONED = "cordoned"  # why placement leaves a cordoned node out (``skipped_nodes``)
+
 
 class Draft:
     def __init__(self, books: Books, context: Context, change: Decision | None = None) -> None:
@@ -174,10 +176,13 @@ class Draft:
         return states
 
     def skipped_nodes(self) -> dict[str, str]:
-        """The ready, uncordoned nodes placement leaves out, and why: their records
-        break today's rules (``NodeRegistry.unusable``), so nothing is placed there."""
+        """The ready nodes placement leaves out, and why, by name: those cordoned, and
+        those whose records break today's rules (``NodeRegistry.unusable``)."""
+        ready = self.context.ready_nodes()
+        skipped = {node: CORDONED for node in ready if self.cordoned(node)}
         found = map(self._usable, self._ready_uncordoned())
-        return {f.node: f.reason for f in found if isinstance(f, UnusableNode)}
+        skipped |= {f.node: f.reason for f in found if isinstance(f, UnusableNode)}
+        return dict(sorted(skipped.items()))
 
     def _ready_uncordoned(self) -> list[str]:
         return [node for node in self.context.ready_nodes() if not self.cordoned(node)]

@@ -180,6 +180,10 @@ class DeploymentService:
         """The node's allocation state and whether it is cordoned."""
         return self._draft().node_state(node), node in self._books.cordoned
 
+    def cordoned(self) -> frozenset[str]:
+        """The cordoned nodes. O(their number)."""
+        return frozenset(self._books.cordoned)
+
     def extended(self, node: str) -> tuple[dict[str, int], dict[str, int]]:
         """What the node offers of extended resources, and what its containers hold."""
         record = self._context.registry.get(node)

@@ -25,7 +25,7 @@ from shared.api.deployments import MAX_COUNT, DeploymentSpec, DeploymentView, Pl
 from shared.api.events import Event
 from shared.api.leases import ResourceLeases, ResourceStatus, ResourceTemplate
 from shared.api.node_admin import Allocation
-from shared.api.nodes import NodeRecord
+from shared.api.nodes import NodeView
 from shared.api.plans import PlanResponse
 from shared.api.quotas import QuotaSummary, QuotaView
 from shared.lease_protocol import CapacityRequest, CapacityResponse, ReleaseRequest
@@ -112,9 +112,10 @@ class Operation:
 
 WRITE = (401, 403, 413, 503)  # every admin write with a body, before its own refusals
 _SKIPPED = (
-    "A ready node that cannot be used (its record, stored by an older version, breaks"
-    " today's rules) is left out and named with the reason in skipped_nodes: in the"
-    " answer, or in the refusal's details."
+    "A ready node that is cordoned, or cannot be used (its record, stored by an older"
+    " version, breaks today's rules), is left out and named with the reason in"
+    " skipped_nodes (cordoned, or the rule): in the answer, or in the refusal's"
+    " details."
 )
 _COUNT_CAP = (
     f"A deployment holds at most {MAX_COUNT:,} containers (count, here and when scaling);"
@@ -236,7 +237,7 @@ _NODES = (
         summary="A node with its inventory",
         tag="nodes",
         who="any",
-        response=NodeRecord,
+        response=NodeView,
         examples={"a ready node": ex.NODE},
         errors=(401, 404),
         params=(NODE,),
@@ -814,7 +815,7 @@ OPERATIONS: tuple[Operation, ...] = (
 
 # Structs that only hand-written schemas refer to (by name), so msgspec must see them.
 REFERENCED: tuple[type[Any], ...] = (
-    NodeRecord,
+    NodeView,
     ResourceTemplate,
     ResourceStatus,
     PoolView,
