@@ -94,8 +94,11 @@ class Sequencer:
         desired state. It must not block: it is called on the commit path."""
         self._publishers.append(publisher)
 
-    def close(self) -> None:
-        """Let the deciding thread go (a decision under way still finishes)."""
+    async def close(self) -> None:
+        """Decide and commit what is queued and under way (each caller answered), then
+        let the deciding thread go; a decision asked for later gets an error."""
+        while self._runner is not None and not self._runner.done():
+            await asyncio.wait([self._runner])
         self._thread.shutdown(wait=False)
 
     async def decide(self, decider: Decider[T]) -> T:

@@ -301,8 +301,12 @@ class DeploymentService:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
-    def close(self) -> None:
-        self._sequencer.close()
+    async def close(self) -> None:
+        """Stop deciding once the swap ends agents reported and every decision under
+        way are committed: a stop (SIGTERM) loses none of them. Called after the agent
+        sessions ended, so no report starts another."""
+        await self.settled()
+        await self._sequencer.close()
 
     async def settled(self) -> None:
         """Wait until the swap ends agents reported are committed (or failed)."""
