@@ -136,8 +136,8 @@ async def scenario(ops: list[Op], directory: Path) -> None:
         again = await load(store)
         again.check_indexes()
         assert _plain(again) == _plain(service)
-        again.close()
-        service.close()
+        await again.close()
+        await service.close()
     finally:
         await store.close()
 
@@ -182,7 +182,7 @@ async def _counts(directory: Path) -> tuple[int, int]:
     store = await SqliteStore.open(directory / "allot.db")
     try:
         service = await load(store)
-        service.close()
+        await service.close()
         return len(service.containers()), len(service.deployments())
     finally:
         await store.close()
