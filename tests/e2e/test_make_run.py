@@ -4,25 +4,17 @@ says why; the first one keeps its coordinator and its agent's session."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import Service
+from tests.e2e.processes import Service, free_port
 
 pytestmark = pytest.mark.e2e
 RUN_LOCAL = Path(__file__).resolve().parents[2] / "scripts" / "run-local"
 NODE = "e2e-make-run"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def make_run(state: Path, port: int, log: Path) -> Service:
