@@ -46,7 +46,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from allotctl import deployments, nodes
@@ -69,6 +69,7 @@ from allotctl.node_views import (
     drained_view,
 )
 from allotctl.plot import PlotUnavailable, plot_simulation
+from allotctl.user_terms import FlagNames, in_user_terms
 from allotctl.views import (
     node_details,
     nodes_table,
@@ -98,6 +99,8 @@ class Command:
     takes_command: bool = False  # words after "--" are a container's command
     # Whether an answer says the work is not all done: the command then exits 3.
     incomplete: Callable[[bytes], bool] | None = None
+    # The API's names for what the flags give (``user_terms``).
+    flags: FlagNames = field(default_factory=dict)
 
 
 def _shown(view: View) -> Callable[[bytes, argparse.Namespace], str]:
@@ -129,6 +132,19 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nodes-file", type=Path, help="JSON list of nodes to plan on instead of the cluster's"
     )
+
+
+PLAN_FLAGS = {
+    "$.request.cpu": "--cpu",
+    "$.request.memory": "--memory",
+    "$.count": "--count",
+    "$.nodes_limit": "--nodes-limit",
+    # the fields the request's checks name
+    "cpu": "--cpu",
+    "cpu_request": "--cpu",
+    "memory": "--memory",
+    "memory_request": "--memory",
+}
 
 
 def _plan(client: ApiClient, args: argparse.Namespace) -> bytes:
@@ -228,6 +244,7 @@ COMMANDS: dict[str, Command] = {
         _plan_arguments,
         _plan,
         _shown(plan_tables),
+        flags=PLAN_FLAGS,
     ),
     "deploy": Command(
         "place a deployment (flags, a TOML/JSON file, or both; -- COMMAND ...)",
@@ -235,6 +252,7 @@ COMMANDS: dict[str, Command] = {
         deployments.deploy,
         _shown(placed_table),
         takes_command=True,
+        flags=deployments.DEPLOY_FLAGS,
     ),
     "deployments": Command(
         "list a namespace's deployments",
@@ -271,12 +289,14 @@ COMMANDS: dict[str, Command] = {
         deployments.realloc_arguments,
         deployments.realloc,
         _shown(realloc_view),
+        flags=deployments.REALLOC_FLAGS,
     ),
     "scale": Command(
         "make a deployment hold COUNT containers: new ones placed, or the newest removed",
         deployments.scale_arguments,
         deployments.scale,
         _shown(deployment_details),
+        flags=deployments.SCALE_FLAGS,
     ),
     "replace": Command(
         "replace a container by one with a new image (-- COMMAND ...) in the same allocation",
@@ -340,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         body = command.fetch(ApiClient(args.server, args.token), args)
         print(body.decode() if args.json else command.render(body, args))
-    except (ApiClientError, OSError, ValueError, LookupError, PlotUnavailable) as error:
+    except ApiClientError as error:
+        print(f"allotctl: {in_user_terms(error, args.server, command.flags)}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, LookupError, PlotUnavailable) as error:
         print(f"allotctl: {error}", file=sys.stderr)
         return 1
     return 3 if command.incomplete is not None and command.incomplete(body) else 0

@@ -141,7 +141,7 @@ async def _deployments(app: web.Application) -> AsyncIterator[None]:
     await _stop(scheduler)
     await _stop(updater)
     await _stop(releaser)
-    service.close()
+    await service.close()
 
 
 async def _release_lost(service: DeploymentService, grace: float) -> None:

@@ -32,6 +32,7 @@ from shared.api.deployments import DeploymentRecord
 from shared.protocol import Limits
 
 T = TypeVar("T")
+CORDONED = "cordoned"  # why placement leaves a cordoned node out (``skipped_nodes``)
 
 
 class Draft:
@@ -208,10 +209,13 @@ class Draft:
         return states
 
     def skipped_nodes(self) -> dict[str, str]:
-        """The ready, uncordoned nodes placement leaves out, and why: their records
-        break today's rules (``NodeRegistry.unusable``), so nothing is placed there."""
+        """The ready nodes placement leaves out, and why, by name: those cordoned, and
+        those whose records break today's rules (``NodeRegistry.unusable``)."""
+        ready = self.context.ready_nodes()
+        skipped = {node: CORDONED for node in ready if self.cordoned(node)}
         found = map(self._usable, self._ready_uncordoned())
-        return {f.node: f.reason for f in found if isinstance(f, UnusableNode)}
+        skipped |= {f.node: f.reason for f in found if isinstance(f, UnusableNode)}
+        return dict(sorted(skipped.items()))
 
     def _ready_uncordoned(self) -> list[str]:
         return [node for node in self.context.ready_nodes() if not self.cordoned(node)]

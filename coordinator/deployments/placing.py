@@ -274,6 +274,14 @@ def _place_one_by_one(
         grants = room(need, free) if need else {}
         names = sorted(grants) if need else [s.name for s in draft.candidates()]
         views = [draft.node_state(name).view() for name in names]
+        if not views and not need:
+            raise DeployRefused(
+                "capacity",
+                "insufficient_capacity",
+                "no node is ready and uncordoned",
+                "conflict",
+                {"admitted_before_refusal": index},
+            )
         if not views:
             raise DeployRefused(
                 "capacity",

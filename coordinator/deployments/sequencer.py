@@ -100,8 +100,10 @@ class Sequencer:
         It must not block."""
         self._listeners.append(listener)
 
-    def close(self) -> None:
-        """Let the deciding thread go (a decision under way still finishes)."""
+    async def close(self) -> None:
+        """Decide and commit what is queued and under way (each caller answered), then
+        let the deciding thread go; a decision asked for later gets an error."""
+        await self.idle()
         self._thread.shutdown(wait=False)
 
     async def decide(self, decider: Decider[T]) -> T:

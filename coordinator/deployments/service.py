@@ -229,6 +229,10 @@ class DeploymentService:
         """The node's allocation state and whether it is cordoned."""
         return self._draft().node_state(node), node in self._books.cordoned
 
+    def cordoned(self) -> frozenset[str]:
+        """The cordoned nodes. O(their number)."""
+        return frozenset(self._books.cordoned)
+
     def extended(self, node: str) -> tuple[dict[str, int], dict[str, int]]:
         """What the node offers of extended resources, and what its containers hold."""
         record = self._context.registry.get(node)
@@ -410,8 +414,12 @@ class DeploymentService:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
-    def close(self) -> None:
-        self._sequencer.close()
+    async def close(self) -> None:
+        """Stop deciding once the swap ends agents reported and every decision under
+        way are committed: a stop (SIGTERM) loses none of them. Called after the agent
+        sessions ended, so no report starts another."""
+        await self.settled()
+        await self._sequencer.close()
 
     async def settled(self) -> None:
         """Wait until the swap ends agents reported are committed (or failed)."""

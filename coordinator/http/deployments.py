@@ -18,8 +18,8 @@ A namespace token sees and changes only its namespaces (403 otherwise, nothing c
 listing containers with it shows only its namespaces' containers. A refused deployment
 answers with the reason (quota, capacity, invalid, conflict), the rule's code and the
 numbers in ``details``. Creating and scaling name the ready nodes placement left out
-because they cannot be used (``skipped_nodes``: node -> why), in the answer or in the
-refusal's details.
+because they are cordoned or cannot be used (``skipped_nodes``: node -> why), in the
+answer or in the refusal's details.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ NODE: dict[str, Any] = {
     "agent_version": "0.1.0",
     "registered_at": 1795267348.871,
     "state_since": 1795267348.871,
+    "cordoned": False,
 }
 
 ALLOCATION: dict[str, Any] = {

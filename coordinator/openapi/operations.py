@@ -21,11 +21,17 @@ from coordinator.openapi import examples as ex
 from coordinator.openapi.schemas import INTEGER, STRING, Schema
 from coordinator.services.pool_service import PoolView
 from shared.api.containers import ContainerView
-from shared.api.deployments import DeploymentSpec, DeploymentView, DeployPreview, PlacedView
+from shared.api.deployments import (
+    MAX_COUNT,
+    DeploymentSpec,
+    DeploymentView,
+    DeployPreview,
+    PlacedView,
+)
 from shared.api.events import Event
 from shared.api.leases import ResourceLeases, ResourceStatus, ResourceTemplate
 from shared.api.node_admin import Allocation
-from shared.api.nodes import NodeRecord
+from shared.api.nodes import NodeView
 from shared.api.plans import PlanResponse
 from shared.api.quotas import QuotaSummary, QuotaView
 from shared.lease_protocol import CapacityRequest, CapacityResponse, ReleaseRequest
@@ -123,9 +129,15 @@ class Operation:
 
 WRITE = (401, 403, 413, 503)  # every admin write with a body, before its own refusals
 _SKIPPED = (
-    "A ready node that cannot be used (its record, stored by an older version, breaks"
-    " today's rules) is left out and named with the reason in skipped_nodes: in the"
-    " answer, or in the refusal's details."
+    "A ready node that is cordoned, or cannot be used (its record, stored by an older"
+    " version, breaks today's rules), is left out and named with the reason in"
+    " skipped_nodes (cordoned, or the rule): in the answer, or in the refusal's"
+    " details."
+)
+_COUNT_CAP = (
+    f"A deployment holds at most {MAX_COUNT:,} containers (count, here and when scaling);"
+    " a larger count is refused (400 invalid_request) and changes nothing: split the"
+    " workload into several deployments. "
 )
 _UNUSABLE = (
     "A node whose record breaks today's rules (one an older version stored) answers 409"
@@ -242,7 +254,7 @@ _NODES = (
         summary="A node with its inventory",
         tag="nodes",
         who="any",
-        response=NodeRecord,
+        response=NodeView,
         examples={"a ready node": ex.NODE},
         errors=(401, 404),
         params=(NODE,),
@@ -649,7 +661,9 @@ _DEPLOYMENTS = (
             " an env name with '=', a NUL character. Containers that need GPUs or"
             ' extended resources (resources.extended, e.g. {"example.com/fpga": 1}) go one'
             " at a time to the ready nodes with enough free units; when none has, the 409"
-            " insufficient_devices gives details.needed and details.free per node. " + _SKIPPED
+            " insufficient_devices gives details.needed and details.free per node. "
+            + _COUNT_CAP
+            + _SKIPPED
         ),
     ),
     Operation(
@@ -704,7 +718,7 @@ _DEPLOYMENTS = (
         description=(
             "New containers go beside the existing ones; scaling down removes the newest."
             " Growing is refused (403 pool_forbidden) once the deployment's pool is no"
-            " longer open to its namespace. " + _SKIPPED
+            " longer open to its namespace. " + _COUNT_CAP + _SKIPPED
         ),
     ),
 )
@@ -850,7 +864,7 @@ OPERATIONS: tuple[Operation, ...] = (
 
 # Structs that only hand-written schemas refer to (by name), so msgspec must see them.
 REFERENCED: tuple[type[Any], ...] = (
-    NodeRecord,
+    NodeView,
     ResourceTemplate,
     ResourceStatus,
     PoolView,

@@ -88,7 +88,7 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "Health": obj({"status": {"enum": ["ok"]}}),
     "Empty": obj({}, closed=True, description="An empty object: done, nothing to say."),
-    "NodeList": obj({"nodes": array(ref("NodeRecord"))}),
+    "NodeList": obj({"nodes": array(ref("NodeView"))}),
     "NodeCordon": obj({"node": STRING, "cordoned": BOOLEAN}),
     "NodeDrained": obj(
         {

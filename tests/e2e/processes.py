@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -125,6 +126,14 @@ class Service:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.name} never logged {pattern!r}:\n{self.text()}")
             time.sleep(0.05)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now: to restart a coordinator at the same URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def allotctl(server: str, *args: str, token: str = API_TOKEN) -> subprocess.CompletedProcess[str]:

@@ -179,8 +179,8 @@ async def scenario(ops: list[Op], directory: Path) -> None:
         again = await load(store)
         again.check_indexes()
         assert _plain(again) == _plain(service)
-        again.close()
-        service.close()
+        await again.close()
+        await service.close()
     finally:
         await store.close()
 
@@ -226,7 +226,7 @@ async def _counts(directory: Path) -> tuple[int, int]:
     store = await SqliteStore.open(directory / "allot.db")
     try:
         service = await load(store)
-        service.close()
+        await service.close()
         return len(service.containers()), len(service.deployments())
     finally:
         await store.close()
@@ -272,7 +272,7 @@ def test_drained_containers_wait_pending_until_a_node_takes_them(tmp_path: Path)
         await service.schedule()
         held = {record.node for record in service.of_deployment("team-a", "a")}
         assert (held, service.pending_of("team-a", "a")) == ({"n2"}, [])
-        service.close()
+        await service.close()
         await store.close()
 
     asyncio.run(scenario())

@@ -58,7 +58,7 @@ def test_the_higher_priority_goes_first_and_the_other_says_why(tmp_path: Path) -
         assert service.why_pending(waiting.id) == (
             "needs 1.5 CPU + 64Mi on one node; the best fit, n0, has 0.5 CPU and 960.0Mi free"
         )
-        service.close()
+        await service.close()
 
     asyncio.run(scenario())
 
@@ -77,6 +77,6 @@ def test_the_namespace_furthest_below_its_min_goes_next_then_the_oldest(tmp_path
         await service.cordon("n1", False)
         await service.schedule()  # then by age: "first" became pending before "third"
         assert sorted(r.deployment for r in service.containers()) == ["first", "second"]
-        service.close()
+        await service.close()
 
     asyncio.run(scenario())
