@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import msgspec
 
-from shared.protocol import ContainerStatus, Limits, RestartPolicy
+from shared.protocol import ContainerStatus, Limits
+from shared.restart_policy import RestartPolicy
 
 # The query parameters that filter ``GET /v1/containers``.
 CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")

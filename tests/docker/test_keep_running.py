@@ -74,13 +74,17 @@ def test_a_container_stopped_by_hand_runs_again(
         docker_client.api.stop(before["Id"], timeout=1)
         _until(
             "the container running again",
-            lambda: _inspect(docker_client, record["id"])["State"]["StartedAt"]
-            > before["State"]["StartedAt"]
-            and _inspect(docker_client, record["id"])["State"]["Running"],
+            lambda: (
+                _inspect(docker_client, record["id"])["State"]["StartedAt"]
+                > before["State"]["StartedAt"]
+                and _inspect(docker_client, record["id"])["State"]["Running"]
+            ),
         )
         assert _inspect(docker_client, record["id"])["Id"] == before["Id"]  # the same one
-        (event,) = _until("a restarted event", lambda: _events(cluster.url, "restarted", record["id"]))
-        assert event["reason"].startswith("started again: it exited with code 137"), event
+        (event,) = _until(
+            "a restarted event", lambda: _events(cluster.url, "restarted", record["id"])
+        )
+        assert event["reason"].startswith("started again: exited with code 137"), event
         assert event["node"] == cluster.nodes[0]
         wait_until_running(cluster.url, 1)
 
@@ -121,22 +125,23 @@ def test_a_missing_image_fails_visibly_then_runs_once_imported(
 ) -> None:
     image = f"allot/busybox:missing-{uuid.uuid4().hex[:8]}"
     try:
-        with running_cluster(
-            tmp_path, docker_client, nodes=1, agent_args=QUICK_RETRIES
-        ) as cluster:
+        with running_cluster(tmp_path, docker_client, nodes=1, agent_args=QUICK_RETRIES) as cluster:
             (record,) = deploy(cluster.url, "team-a", _sleeper("web", image=image))
             view = _until(
                 "state failed",
                 lambda: (v := _view(cluster.url, record["id"]))["state"] == "failed" and v,
             )
             assert "No such image" in view["reason"], view
-            failures = _until("a failed event", lambda: _events(cluster.url, "failed", record["id"]))
+            failures = _until(
+                "a failed event", lambda: _events(cluster.url, "failed", record["id"])
+            )
             assert "No such image" in failures[0]["reason"], failures
             for command in (("containers",), ("deployment", "team-a", "web")):
                 shown = allotctl(cluster.url, *command)
                 assert shown.returncode == 0, shown.stderr
                 row = next(line for line in shown.stdout.splitlines() if record["id"] in line)
-                assert " failed " in row and "No such image" in row, shown.stdout
+                assert " failed " in row, shown.stdout
+                assert "No such image" in row, shown.stdout
             _import_as(docker_client, image)
             wait_until_running(cluster.url, 1)
             assert _view(cluster.url, record["id"])["reason"] == ""
