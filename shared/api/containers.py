@@ -46,8 +46,11 @@ class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 class ContainerView(msgspec.Struct, frozen=True, kw_only=True):
     record: ContainerRecord
-    state: str  # as the node's agent last reported it; "pending" before it has
+    # pending, starting, running, succeeded, failed (or replaced, during a swap), from
+    # what the node's agent last reported (coordinator.deployments.container_state)
+    state: str
     observed: ContainerStatus | None
+    reason: str = ""  # why it is in that state, e.g. the engine's error
 
 
 class ContainerList(msgspec.Struct, frozen=True):

@@ -59,9 +59,13 @@ def _view(url: str, container_id: str) -> dict[str, Any]:
     return view
 
 
-def _events(url: str, kind: str, container_id: str) -> list[dict[str, Any]]:
+def _all_events(url: str, kind: str) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = api(url, f"/v1/events?kind={kind}")["events"]
-    return [event for event in events if event["container"] == container_id]
+    return events
+
+
+def _events(url: str, kind: str, container_id: str) -> list[dict[str, Any]]:
+    return [event for event in _all_events(url, kind) if event["container"] == container_id]
 
 
 def test_a_container_stopped_by_hand_runs_again(
@@ -95,8 +99,11 @@ def test_a_killed_container_runs_again(tmp_path: Path, docker_client: docker.Doc
         wait_until_running(cluster.url, 2)
         for record in records:  # what an engine restart does to every container
             os.kill(_inspect(docker_client, record["id"])["State"]["Pid"], signal.SIGKILL)
-        for record in records:
-            _until("a restarted event", lambda r=record: _events(cluster.url, "restarted", r["id"]))
+        ids = {record["id"] for record in records}
+        _until(
+            "a restarted event of each",
+            lambda: {e["container"] for e in _all_events(cluster.url, "restarted")} == ids,
+        )
         wait_until_running(cluster.url, 2)
 
 
@@ -110,8 +117,11 @@ def test_containers_that_run_to_completion_stay_exited(
         (done,) = deploy(cluster.url, "team-a", once("done", "no", 0))
         (broke,) = deploy(cluster.url, "team-a", once("broke", "no", 3))
         (fine,) = deploy(cluster.url, "team-a", once("fine", "on-failure", 0))
-        for record, state in ((done, "succeeded"), (broke, "failed"), (fine, "succeeded")):
-            _until(state, lambda r=record, s=state: _view(cluster.url, r["id"])["state"] == s)
+        expected = {done["id"]: "succeeded", broke["id"]: "failed", fine["id"]: "succeeded"}
+        _until(
+            "each ended as its policy says",
+            lambda: {cid: _view(cluster.url, cid)["state"] for cid in expected} == expected,
+        )
         assert _view(cluster.url, broke["id"])["reason"] == "exited with code 3"
         time.sleep(3)  # longer than the largest backoff: nothing is started again
         for record in (done, broke, fine):
