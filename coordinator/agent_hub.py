@@ -4,7 +4,8 @@ A session: the join token is checked before the upgrade (401 otherwise); the fir
 frame must be ``hello`` within ``hello_timeout_seconds``; the node is registered and
 persisted, then answered with ``welcome`` carrying the node's whole desired state;
 afterwards ``heartbeat`` renews the node's lease and ``status`` updates its health and
-what its containers are doing. After every change of a node's containers the node's
+what its containers are doing; the drift, restarts and failed tries a status reports are
+events, each once (``agent_reports``). After every change of a node's containers the node's
 agent is sent its whole desired state again (``desired``, full). A newer session for
 the same node replaces the older one, whose frames are no longer acted on. When a lease
 expires the node is marked lost and its socket, if one is still open, is closed, so a
