@@ -45,6 +45,14 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
         float,
         Meta(ge=0, description="how long a replacing container must run before the old one goes"),
     ] = 5.0
+    restart_backoff_seconds: Annotated[
+        float,
+        Meta(gt=0, description="wait before the second try in a row to get a container running"),
+    ] = 1.0
+    restart_backoff_max_seconds: Annotated[
+        float,
+        Meta(gt=0, description="longest wait between two tries to get a container running"),
+    ] = 300.0
     state_dir: Annotated[
         str, Meta(description="where the agent keeps the state `allot-agent status` shows")
     ] = "/run/allot"
@@ -70,6 +78,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"reserved_cpus: {error}") from None
         if self.backoff_initial_seconds > self.backoff_max_seconds:
             raise ValueError("backoff_initial_seconds must not exceed backoff_max_seconds")
+        if self.restart_backoff_seconds > self.restart_backoff_max_seconds:
+            raise ValueError("restart_backoff_seconds must not exceed restart_backoff_max_seconds")
         for resource in sorted(self.extended_resources):
             problem = extended_name_problem(resource)
             if problem is not None:

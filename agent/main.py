@@ -19,6 +19,7 @@ from agent.runtime.applied_file import applied_path
 from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.plan import Host
 from agent.runtime.reconciler import Runtime, RuntimeOptions
+from agent.runtime.restarts import RestartRules
 from agent.runtime.state_file import read_state, state_path
 from agent.runtime.status_text import describe_state
 from agent.session import run_link
@@ -149,4 +150,8 @@ def _runtime_options(config: AgentConfig, inventory: Inventory) -> RuntimeOption
         backoff_initial_seconds=config.backoff_initial_seconds,
         backoff_max_seconds=config.backoff_max_seconds,
         node_problems=inventory.problems,
+        restarts=RestartRules(
+            initial_seconds=config.restart_backoff_seconds,
+            max_seconds=config.restart_backoff_max_seconds,
+        ),
     )

@@ -24,7 +24,7 @@ from shared.api.deployments import (
     DeployPreview,
 )
 from shared.api.events import EventList
-from shared.protocol import ContainerStatus, Limits
+from shared.protocol import Limits
 from shared.quantity import format_memory, format_memory_approx
 from shared.text import table
 
@@ -47,9 +47,20 @@ COLUMNS: dict[str, Callable[[ContainerView], object]] = {
     "SHARES": lambda view: view.record.limits.cpu_shares,
     "QUOTA": lambda view: quota(view.record.limits),
     "MEMORY": lambda view: memory(view.record.limits),
+    "REASON": lambda view: view.reason or "-",
 }
 PLACED = ["ID", "NODE", "CAPACITY", "CPUSET", "SHARES", "QUOTA", "MEMORY"]
-IN_DEPLOYMENT = ["ID", "NODE", "STATE", "CAPACITY", "CPUSET", "SHARES", "QUOTA", "MEMORY"]
+IN_DEPLOYMENT = [
+    "ID",
+    "NODE",
+    "STATE",
+    "CAPACITY",
+    "CPUSET",
+    "SHARES",
+    "QUOTA",
+    "MEMORY",
+    "REASON",
+]
 LISTED = ["ID", "NAMESPACE", "DEPLOYMENT", *IN_DEPLOYMENT[1:]]
 EVENT_SUBJECT = ("namespace", "deployment", "container", "node")  # "-" when it has none
 
@@ -141,7 +152,7 @@ def container_details(body: bytes) -> str:
             *limits_rows(record),
             ("holds", _holds(record)),
             *_swap(record),
-            *_observed(view.observed, view.state),
+            *_observed(view),
             ("restart policy", record.restart_policy),
             ("pool", record.pool),
             ("priority", record.priority),
@@ -314,25 +325,30 @@ def _swap(record: ContainerRecord) -> list[tuple[str, object]]:
     return []
 
 
-def _observed(observed: ContainerStatus | None, state: str) -> list[tuple[str, object]]:
-    """What the node's agent last reported: state, the limits the engine holds, what the
+def _observed(view: ContainerView) -> list[tuple[str, object]]:
+    """The container's state and why, then what the node's agent last reported: the
+    engine's state, the last try to get it running, the limits the engine holds, what the
     container uses, drift."""
+    state = ("state", f"{view.state}: {view.reason}" if view.reason else view.state)
+    observed = view.observed
     if observed is None:
-        return [("state", f"{state} (its node's agent has not reported it yet)")]
+        return [state]
     text = observed.state
     if observed.started_at:
         text += f", started {observed.started_at}"
     if observed.exit_code is not None:
         text += f", exit code {observed.exit_code}"
-    if observed.error:
-        text += f": {observed.error}"
+    attempt = observed.attempt
+    tried = f"{attempt.outcome} {timestamp(attempt.at)}: {attempt.reason}" if attempt else "-"
     held = observed.limits
     engine = f"cpuset {held.cpuset_cpus or '-'}, shares {held.cpu_shares}"
     engine += f", quota {quota(held)}, memory {_memory_limits(held)}"
     cpu = "-" if observed.cpu_usage is None else f"{observed.cpu_usage:.2f} cores"
     memory = "-" if observed.memory_usage is None else format_memory_approx(observed.memory_usage)
     return [
-        ("state", text),
+        state,
+        ("engine state", text),
+        ("last attempt", tried),
         ("engine holds", engine),
         ("uses", f"cpu {cpu}, memory {memory}"),
         ("revision", observed.revision),

@@ -19,7 +19,7 @@ from client.api import ApiClient, quote
 from shared.api.containers import CONTAINER_FILTERS
 from shared.api.deployments import MAX_COUNT, Strategy
 from shared.api.events import EVENT_FILTERS
-from shared.protocol import RestartPolicy
+from shared.restart_policy import RestartPolicy
 
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 RESTART_POLICIES: tuple[str, ...] = get_args(RestartPolicy)

@@ -4,7 +4,8 @@ A session: the join token is checked before the upgrade (401 otherwise); the fir
 frame must be ``hello`` within ``hello_timeout_seconds``; the node is registered and
 persisted, then answered with ``welcome`` carrying the node's whole desired state;
 afterwards ``heartbeat`` renews the node's lease and ``status`` updates its health and
-what its containers are doing. After every change of a node's containers the node's
+what its containers are doing; the drift, restarts and failed tries a status reports are
+events, each once (``agent_reports``). After every change of a node's containers the node's
 agent is sent its whole desired state again (``desired``, full). A newer session for
 the same node replaces the older one, whose frames are no longer acted on. When a lease
 expires the node is marked lost and its socket, if one is still open, is closed, so a
@@ -30,6 +31,7 @@ import contextlib
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from coordinator.agent_reports import ATTEMPTS, DRIFT, ReportedOnce
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
@@ -38,7 +40,6 @@ from coordinator.metrics import Metrics
 from coordinator.services.events import Note
 from coordinator.services.nodes import node_name_problem
 from coordinator.services.registry import NodeRegistry
-from shared.bounds import clipped
 from shared.logs import get_logger
 from shared.protocol import (
     PROTOCOL_VERSION,
@@ -80,18 +81,8 @@ class AgentHub:
         self._config = config
         self._metrics = metrics
         self._sessions: dict[str, web.WebSocketResponse] = {}
-        # node -> container -> the reason and time of the last drift reported, across
-        # sessions, and from the event log across restarts of the coordinator. Per node,
-        # so that a status frame costs O(its node's containers): one flat map over
-        # (node, container) was scanned whole by every frame to forget the node's
-        # unreported containers (10,000 nodes of 20 containers: 9.5 ms a frame, 3.0 s of
-        # a 1,000-agent deployment profile).
-        self._drift_seen: dict[str, dict[str, tuple[str, float]]] = {}
-        for event in deployments.events.events(kind="drift"):
-            self._drift_seen.setdefault(event.node, {})[event.container] = (
-                event.reason,
-                event.at,
-            )
+        logged = deployments.events.events()
+        self._reports = [ReportedOnce(logged, DRIFT), ReportedOnce(logged, ATTEMPTS)]
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not token_matches(bearer_token(request), (self._config.join_token,)):
@@ -284,49 +275,19 @@ class AgentHub:
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)
             self._deployments.observe(name, frame)
-            drift = self._new_drift(name, frame)
-            if drift:
-                await self._deployments.record(drift)
+            # Drift put back, restarts and failed tries: each an event, once.
+            record_of = self._deployments.container
+            notes = [
+                note
+                for reports in self._reports
+                for note in reports.new_notes(name, frame.containers, record_of)
+            ]
+            if notes:
+                await self._deployments.record(notes)
         elif isinstance(frame, Error):
             log.warning("agent reported an error", node=name, code=frame.code, reason=frame.message)
         else:
             log.warning("agent said hello twice; ignored", node=name)
-
-    def _new_drift(self, node: str, status: Status) -> list[Note]:
-        """Hand-made changes an agent put back and reports for the first time: events,
-        so the operator sees every node's drift in one place. A correction is known by
-        its notes and the agent's time of it, which is the event's time: the same change
-        may be put back again (before or after an agent restart), and each time is an
-        event of its own, while a status sent again (on reconnecting, or to a restarted
-        coordinator) is not."""
-        before = self._drift_seen.get(node, {})
-        # What this frame reports replaces what the node reported before: a container it
-        # no longer reports is forgotten. O(the frame's containers).
-        after: dict[str, tuple[str, float]] = {}
-        notes = []
-        for container in status.containers:
-            reason = clipped("corrected: " + "; ".join(container.drift)) if container.drift else ""
-            seen = (reason, container.drift_at)
-            last = after[container.id] if container.id in after else before.get(container.id)
-            if reason and last != seen:
-                record = self._deployments.container(container.id)
-                notes.append(
-                    Note(
-                        "drift",
-                        reason,
-                        namespace=record.namespace if record else "",
-                        deployment=record.deployment if record else "",
-                        container=container.id,
-                        node=node,
-                        at=container.drift_at or None,  # 0: an agent that does not say
-                    )
-                )
-            after[container.id] = seen
-        if after:
-            self._drift_seen[node] = after
-        else:
-            self._drift_seen.pop(node, None)
-        return notes
 
     async def _refuse(
         self,

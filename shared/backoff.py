@@ -1,8 +1,10 @@
-"""Capped exponential backoff with full jitter, for reconnecting to the coordinator.
+"""Capped exponential backoff: with full jitter, for reconnecting to the coordinator, and
+its bound alone, for a container's restarts (``agent.runtime.restarts``).
 
-The n-th retry (from 0) waits ``uniform(0, min(cap, initial * 2**n))``. Full jitter
-spreads the agents of a fleet that lost the coordinator at the same moment over the
-whole window, so they do not return in lock-step when it comes back.
+The n-th retry (from 0) waits ``uniform(0, bound(initial, cap, n))``, the bound being
+``min(cap, initial * 2**n)``. Full jitter spreads the agents of a fleet that lost the
+coordinator at the same moment over the whole window, so they do not return in
+lock-step when it comes back.
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ from collections.abc import Callable
 
 # Past this many doublings any sane initial delay is far above any sane cap.
 _MAX_DOUBLINGS = 60
+
+
+def bound(initial: float, cap: float, attempts: int) -> float:
+    """``min(cap, initial * 2**attempts)``, for any number of attempts. O(1)."""
+    return min(cap, initial * 2.0 ** min(attempts, _MAX_DOUBLINGS))
 
 
 class Backoff:
@@ -25,9 +32,9 @@ class Backoff:
 
     def next_delay(self) -> float:
         """The delay before the next attempt; each call counts one more attempt."""
-        bound = min(self.cap, self.initial * 2.0 ** min(self.attempts, _MAX_DOUBLINGS))
+        most = bound(self.initial, self.cap, self.attempts)
         self.attempts += 1
-        return self._uniform() * bound
+        return self._uniform() * most
 
     def reset(self) -> None:
         """After a success: the next failure starts from the initial delay again."""

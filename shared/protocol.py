@@ -39,6 +39,7 @@ from shared.codec import msgpack_decoder, to_msgpack
 from shared.frame_faults import FrameFault, fault_of
 from shared.inventory import Inventory
 from shared.inventory_rules import inventory_violations, summary
+from shared.restart_policy import DEFAULT_RESTART_POLICY, RestartPolicy
 
 PROTOCOL_VERSION = 1
 SUBPROTOCOL = "allot.v1"
@@ -69,9 +70,6 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     mem_reservation: DockerInt = 0
 
 
-RestartPolicy = Literal["no", "on-failure", "always", "unless-stopped"]
-
-
 class DesiredContainer(msgspec.Struct, frozen=True, kw_only=True):
     """One container the coordinator wants on the node.
 
@@ -93,7 +91,7 @@ class DesiredContainer(msgspec.Struct, frozen=True, kw_only=True):
     # offered CPUs no bound container uses) and limits.cpuset_cpus is not used.
     shared_pool: bool = False
     gpus: list[str] = []  # GPU or MIG device UUIDs
-    restart_policy: RestartPolicy = "no"
+    restart_policy: RestartPolicy = DEFAULT_RESTART_POLICY  # as shared.restart_policy means it
     capacity: str = ""  # "in-quota" or "over-quota" when a quota governs it
     extended: dict[str, int] = {}  # named extended resources it holds, e.g. example.com/fpga
     # The id of a container on this node that this one replaces (placement spec 10): the
@@ -101,9 +99,27 @@ class DesiredContainer(msgspec.Struct, frozen=True, kw_only=True):
     replaces: str = ""
 
 
+AttemptOutcome = Literal["restarted", "failed"]
+
+
+class Attempt(msgspec.Struct, frozen=True, kw_only=True):
+    """The agent's last try to get a container running: a restart of one that should run
+    and did not (``restarted``), or a create or start the engine refused (``failed``,
+    ``reason`` its explanation). ``number`` counts the tries in a row (the crash loop);
+    ``at`` is the agent's time of it, so the same reason twice is told apart."""
+
+    outcome: AttemptOutcome
+    reason: Message
+    number: Annotated[int, Meta(ge=1, le=INT64_MAX)]
+    at: UnixTime
+
+
 class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     id: Name
-    state: Name  # as Docker reports it (created, running, exited, ...), or missing / refused
+    # As Docker reports it (created, running, exited, ...), or, for a desired container
+    # Docker does not hold: missing (not made yet), refused (the agent will not make it),
+    # failed (the engine refused to make it; ``error`` says why).
+    state: Name
     namespace: Name = ""
     deployment: Name = ""
     capacity: Name = ""
@@ -123,6 +139,7 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     replacing: SwapState = ""
     cpu_usage: Cores | None = None  # cores used, averaged since the previous report
     memory_usage: UsedBytes | None = None  # bytes, as the container's cgroup counts them now
+    attempt: Attempt | None = None  # the last try to get it running, while in a crash loop
 
 
 ContainerStatuses = Annotated[list[ContainerStatus], Meta(max_length=MAX_CONTAINERS)]

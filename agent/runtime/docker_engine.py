@@ -56,7 +56,6 @@ class Inspected:
     observed: Observed
     namespace: str
     deployment: str
-    exit_code: int | None
     started_at: str
     pid: int = 0  # its main process on the host while it runs
 
@@ -92,7 +91,9 @@ class DockerEngine:
         api = self.client.api
         host_config = api.create_host_config(
             **_settings_arguments(settings),
-            restart_policy={"Name": container.restart_policy, "MaximumRetryCount": 0},
+            # The agent restarts it as its policy says (shared.restart_policy), with a
+            # backoff and an event each time; Docker restarting it too would race that.
+            restart_policy={"Name": "no", "MaximumRetryCount": 0},
             device_requests=device_requests(container.gpus) or None,
         )
         created = await self._call(
@@ -173,10 +174,10 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
             ),
             created=attrs.get("Created", ""),
             started_at=state.get("StartedAt", ""),
+            exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
         ),
         namespace=found.get(labels.NAMESPACE, ""),
         deployment=found.get(labels.DEPLOYMENT, ""),
-        exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
         started_at=state.get("StartedAt", ""),
         pid=state.get("Pid") or 0,
     )

@@ -20,9 +20,11 @@ The rules (a container without an ``allot.id`` label is never touched):
   had (``applied``) that is gone (removed outside allot: it is made anew). ``Work.drift``
   notes each such change, e.g. "cpu_shares 2 -> 717" or "recreated (removed outside
   allot)"; a work with notes is one correction;
-- one never started is started; an exited one is left to its restart policy, which
-  Docker carries out (starting it here as well would race Docker's own restart, above
-  all while the engine itself starts).
+- one never started is started; an exited one whose restart policy says it runs again
+  (``shared.restart_policy``) is started again (``Start.restart``), and a missing one
+  created, at the pace of its crash loop (``restarts``; every creation and restart is a
+  try): a try not yet due is a problem with the time it is due (``Work.retry_at``). One
+  that ran to completion is left exited. Docker's own restart policy is never used.
 
 A desired container N that ``replaces`` O (placement spec 10) is a swap, and O, though not
 desired, is kept until the swap ends:
@@ -43,10 +45,12 @@ from datetime import datetime
 import msgspec
 
 from agent.runtime.labels import PREFIX, spec_digest
+from agent.runtime.restarts import CrashLoop, RestartRules, describe, due
 from agent.runtime.settings import Settings
 from shared.cpuset import CpuSet, docker_cpuset
 from shared.inventory import Inventory
 from shared.protocol import DesiredContainer, Limits
+from shared.restart_policy import runs_again
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,7 @@ class Observed:
     limits: Limits
     created: str  # Docker's Created timestamp (ISO 8601, so it sorts as text)
     started_at: str = ""  # Docker's StartedAt (ISO 8601, UTC)
+    exit_code: int | None = None  # once it exited (None for a dead one that does not say)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class Create:
 class Start:
     docker_id: str
     reason: str
+    restart: bool = False  # it ran and exited: a try of its crash loop
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,7 @@ class Work:
     problem: str = ""  # why the desired state cannot be met, for the container's status
     swap_failed: str = ""  # a replacing container that could not run: why
     drift: tuple[str, ...] = ()  # the hand-made changes these actions put back
+    retry_at: float | None = None  # the next try is not due before then (Unix time)
 
 
 @dataclass(frozen=True)
@@ -144,14 +151,36 @@ class Swaps:
     failed: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Retries:
+    """What the planner needs to know of crash loops: the time (Unix time), the backoff
+    rules, and each container's loop (id -> its tries in a row)."""
+
+    now: float = 0.0
+    rules: RestartRules = field(default_factory=RestartRules)
+    loops: Mapping[str, CrashLoop] = field(default_factory=dict)
+
+    def wait(self, container_id: str, spec: str, why: str) -> Work | None:
+        """The work of a container whose next try is not due yet, not running because of
+        ``why`` or, if it failed, its last try's failure; None when the try is due."""
+        loop = self.loops.get(container_id)
+        at = due(loop, spec, self.rules)
+        if loop is None or at <= self.now:
+            return None
+        problem = describe(loop.failure or why, loop, self.rules)
+        return Work(container_id, problem=problem, retry_at=at)
+
+
 def plan(
     desired: Mapping[str, DesiredContainer],
     observed: Iterable[Observed],
     applied: Mapping[str, Settings],
     host: Host,
     swaps: Swaps | None = None,
+    retries: Retries | None = None,
 ) -> list[Work]:
     swaps = swaps or Swaps()
+    retries = retries or Retries()
     targets = target_settings(desired, host)
     by_id: dict[str, list[Observed]] = defaultdict(list)
     for container in observed:
@@ -171,13 +200,15 @@ def plan(
         ranked = _keeper_first(by_id[container_id])
         kept, extra = (ranked[0], ranked[1:]) if ranked else (None, [])
         duplicates = tuple(Remove(c.docker_id, "duplicate") for c in extra)
-        one = _work_for(wanted, kept, targets[container_id], applied.get(container_id), host)
+        one = _work_for(
+            wanted, kept, targets[container_id], applied.get(container_id), host, retries
+        )
         if wanted.replaces in replaced:
             old = _keeper_first(by_id[wanted.replaces])
             one, for_old = _swap(wanted, kept, old[0] if old else None, one, swaps)
             if for_old.actions:
                 work.append(for_old)
-        if duplicates or one.actions or one.problem or one.swap_failed:
+        if duplicates or one.actions or one.problem or one.swap_failed or one.retry_at:
             work.append(replace(one, actions=duplicates + one.actions))
     return work
 
@@ -271,11 +302,43 @@ def _work_for(
     target: Settings,
     applied: Settings | None,
     host: Host,
+    retries: Retries,
 ) -> Work:
-    if kept is None or kept.spec != spec_digest(wanted):
-        return _creation(wanted, kept, target, applied, host)
+    spec = spec_digest(wanted)
+    if kept is None or kept.spec != spec:
+        waiting = retries.wait(wanted.id, spec, "missing") if kept is None else None
+        return waiting or _creation(wanted, kept, target, applied, host)
+    restart = _restart(wanted, kept, retries)
+    work = _work_on(wanted, kept, target, applied, host, restart.actions)
+    return replace(work, problem=work.problem or restart.problem, retry_at=restart.retry_at)
+
+
+def _restart(wanted: DesiredContainer, kept: Observed, retries: Retries) -> Work:
+    """The start of a container that is not running: one never started, or one exited
+    that is to run again (once its crash loop lets it: else the wait)."""
+    if kept.state == "created":
+        return Work(wanted.id, (Start(kept.docker_id, "never started"),))
+    if kept.state not in ("exited", "dead") or not runs_again(
+        wanted.restart_policy, kept.exit_code
+    ):
+        return Work(wanted.id)
+    why = "died" if kept.exit_code is None else f"exited with code {kept.exit_code}"
+    waiting = retries.wait(wanted.id, kept.spec, why)
+    if waiting is not None:
+        return waiting
+    return Work(wanted.id, (Start(kept.docker_id, why, restart=True),))
+
+
+def _work_on(
+    wanted: DesiredContainer,
+    kept: Observed,
+    target: Settings,
+    applied: Settings | None,
+    host: Host,
+    start: tuple[Action, ...],
+) -> Work:
+    """The work on a container of the desired fixed spec: its limits, then ``start``."""
     current = host.settings(kept.limits)
-    start = (Start(kept.docker_id, "never started"),) if kept.state == "created" else ()
     if current == target:
         return Work(wanted.id, start)
     stuck = target.unsettable_from(current)
@@ -338,6 +401,16 @@ def _hand_made(
         for name, change in changes.items()
         if getattr(applied, name) == getattr(target, name)
     }
+
+
+def restarted(work: Work) -> Start | None:
+    """The start of ``work`` that is a restart, if it has one."""
+    return next((a for a in work.actions if isinstance(a, Start) and a.restart), None)
+
+
+def tries(work: Work) -> bool:
+    """True when ``work`` tries to get its container running: a creation or a restart."""
+    return restarted(work) is not None or any(isinstance(a, Create) for a in work.actions)
 
 
 def _keeper_first(containers: list[Observed]) -> list[Observed]:

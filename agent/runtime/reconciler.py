@@ -8,7 +8,8 @@
 A pass observes this node's containers, plans (``plan.plan``) and carries the work out,
 containers in parallel and each container's actions in order, then observes again to
 report what Docker actually holds. A pass runs on every desired-state push, on every
-Docker event of this node's containers, and at least every ``resync_seconds``. Until the
+Docker event of this node's containers, when a container's next try in its crash loop is
+due (``restarts``), and at least every ``resync_seconds``. Until the
 coordinator has sent a desired state the agent only observes: it never removes a
 container it has not been told about. When the engine is down the node reports the
 problem and passes are retried with a capped backoff until it answers again.
@@ -23,25 +24,32 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent.runtime.applied_file import AppliedSettings
 from agent.runtime.atomic_write import QuietWriter
 from agent.runtime.docker_engine import DockerEngine, DockerRefused, EngineUnavailable, Inspected
 from agent.runtime.events import follow_events
+from agent.runtime.labels import spec_digest
 from agent.runtime.plan import (
     Action,
     Create,
     Host,
+    Observed,
     Remove,
+    Retries,
     Start,
     Stop,
     Swaps,
     Update,
     Work,
     plan,
+    restarted,
     shared_pool,
     target_settings,
+    tries,
 )
+from agent.runtime.restarts import CrashLoop, RestartRules, after_try, describe, ended
 from agent.runtime.settings import Settings
 from agent.runtime.state_file import AgentState, LastReconcile
 from agent.runtime.usage import Sample, cpu_cores, sample
@@ -49,7 +57,7 @@ from shared.backoff import Backoff
 from shared.bounds import MAX_MESSAGES, clipped
 from shared.codec import to_json
 from shared.logs import get_logger
-from shared.protocol import ContainerStatus, DesiredContainer, Status, SwapState
+from shared.protocol import Attempt, ContainerStatus, DesiredContainer, Status, SwapState
 from shared.quantity import format_memory
 from shared.sdnotify import notify
 
@@ -73,6 +81,7 @@ class RuntimeOptions:
     backoff_max_seconds: float = 30.0
     node_problems: Sequence[str] = ()  # from discovery (e.g. NVML), reported with ours
     replace_settle_seconds: float = 5.0  # a replacement runs this long before the old one goes
+    restarts: RestartRules = field(default_factory=RestartRules)  # the crash-loop backoff
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,11 @@ class Runtime:
         self._samples: dict[str, Sample] = {}  # per running container: its last usage sample
         self._usage: dict[str, tuple[float | None, int | None]] = {}  # cores, bytes
         self._failed_swaps: dict[str, str] = {}  # replacing container -> why it failed
+        self._loops: dict[str, CrashLoop] = {}  # per container: its tries in a row
+        self._attempts: dict[
+            str, Attempt
+        ] = {}  # per container in a loop: its last restart or failure
+        self._next_try: float | None = None  # the earliest try not yet due (Unix time)
         self._docker_problem = ""
         self._state_writer = QuietWriter("cannot write the agent state for allot-agent status")
         self._adopted = False
@@ -183,6 +197,8 @@ class Runtime:
                 delay = self.options.resync_seconds
                 if self._swapping():
                     delay = min(delay, SWAP_POLL_SECONDS)  # to see its settle time pass
+                if self._next_try is not None:
+                    delay = min(delay, max(0.0, self._next_try - self._clock()))
                 if healthy:
                     backoff.reset()
                 else:
@@ -231,9 +247,13 @@ class Runtime:
             if desired is not None:
                 swaps = self._swaps(desired)
                 seen = [one.observed for one in observed]
-                work = plan(desired, seen, self._applied.settings, self.host, swaps)
+                retries = self._retries(seen)
+                work = plan(desired, seen, self._applied.settings, self.host, swaps, retries)
                 outcome = await self._carry_out(work)
                 self._note_failed_swaps(desired, work, outcome)
+                self._note_tries(desired, work, outcome)
+                waits = [one.retry_at for one in work if one.retry_at is not None]
+                self._next_try = min(waits, default=None)
                 if outcome.actions:
                     observed = await self.engine.observe()
         except EngineUnavailable as error:
@@ -279,6 +299,43 @@ class Runtime:
                 None if cores is None else round(cores, 3),
                 current.memory,
             )
+
+    def _retries(self, observed: list[Observed]) -> Retries:
+        """The planner's view of crash loops; a loop whose container has run long enough
+        since its last try is over."""
+        now, rules = self._clock(), self.options.restarts
+        running = {one.id for one in observed if one.state == "running"}
+        for container_id, loop in list(self._loops.items()):
+            if ended(loop, container_id in running, now, rules):
+                del self._loops[container_id]
+                self._attempts.pop(container_id, None)
+        return Retries(now=now, rules=rules, loops=dict(self._loops))
+
+    def _note_tries(
+        self, desired: dict[str, DesiredContainer], work: list[Work], outcome: _Pass
+    ) -> None:
+        """Count each try to get a container running in its crash loop. A restart and a
+        try the engine refused are the container's last attempt, which its status reports
+        (the coordinator makes an event of each); a refused try's error says the pace."""
+        now, rules = self._clock(), self.options.restarts
+        for one in work:
+            wanted = desired.get(one.id)
+            if wanted is None or not tries(one):
+                continue
+            error = outcome.errors.get(one.id, "")
+            loop = after_try(self._loops.get(one.id), spec_digest(wanted), now, error)
+            self._loops[one.id] = loop
+            restart = restarted(one)
+            if error:
+                outcome.errors[one.id] = described = describe(error, loop, rules)
+                self._attempts[one.id] = Attempt(
+                    outcome="failed", reason=clipped(described), number=loop.tries, at=now
+                )
+            elif restart is not None:
+                reason = f"started again: {restart.reason} ({loop.tries} tries in a row)"
+                self._attempts[one.id] = Attempt(
+                    outcome="restarted", reason=clipped(reason), number=loop.tries, at=now
+                )
 
     def _swaps(self, desired: dict[str, DesiredContainer]) -> Swaps:
         """The planner's view of swaps; failures are forgotten once the coordinator no
@@ -336,8 +393,9 @@ class Runtime:
         before = {one.observed.docker_id: one.observed.state for one in self._observed}
         for one in observed:
             was = before.get(one.observed.docker_id)
-            if was in ("running", "restarting") and one.exit_code is not None:
-                log.warning("container exited", id=one.observed.id, exit_code=one.exit_code)
+            exit_code = one.observed.exit_code
+            if was in ("running", "restarting") and exit_code is not None:
+                log.warning("container exited", id=one.observed.id, exit_code=exit_code)
 
     async def _carry_out(self, work: list[Work]) -> _Pass:
         """Each container's actions in order, containers side by side."""
@@ -387,7 +445,10 @@ class Runtime:
                 log.info("container started", id=container_id, **_describe(action.settings))
         elif isinstance(action, Start):
             await self.engine.start(action.docker_id)
-            log.info("container started", id=container_id, reason=action.reason)
+            if action.restart:
+                log.warning("container started again", id=container_id, reason=action.reason)
+            else:
+                log.info("container started", id=container_id, reason=action.reason)
         elif isinstance(action, Stop):
             await self.engine.stop(action.docker_id, stop_timeout=self.options.stop_timeout_seconds)
             log.info("container stopped", id=container_id, reason=action.reason)
@@ -418,7 +479,14 @@ class Runtime:
                 if container_id not in outcome.errors:
                     self._container_revision[container_id] = revision
         self._applied.keep_only(desired.keys())
-        for kept in (self._container_revision, self._drift, self._problems):
+        per_container: tuple[dict[str, Any], ...] = (
+            self._container_revision,
+            self._drift,
+            self._problems,
+            self._loops,
+            self._attempts,
+        )
+        for kept in per_container:
             for container_id in kept.keys() - desired.keys():
                 del kept[container_id]
         if not outcome.errors:
@@ -477,7 +545,7 @@ class Runtime:
                 limits=one.observed.limits,
                 revision=self._container_revision.get(container_id, 0),
                 started_at=one.started_at,
-                exit_code=one.exit_code,
+                exit_code=one.observed.exit_code,
                 error=clipped(self._problems.get(container_id, "")),
                 drift=[clipped(note) for note in correction.notes[:MAX_MESSAGES]]
                 if correction
@@ -486,18 +554,20 @@ class Runtime:
                 cpu_usage=cores,
                 memory_usage=memory,
                 replacing=self._replacing(wanted),
+                attempt=self._attempts.get(container_id),
             )
         for container_id, wanted in desired.items():
             if container_id not in statuses:
                 problem = self._problems.get(container_id, "")
                 statuses[container_id] = ContainerStatus(
                     id=container_id,
-                    state="refused" if problem.startswith("refused") else "missing",
+                    state=_unheld_state(problem),
                     namespace=wanted.namespace,
                     deployment=wanted.deployment,
                     capacity=wanted.capacity,
                     error=clipped(problem),
                     replacing=self._replacing(wanted),
+                    attempt=self._attempts.get(container_id),
                 )
         return [statuses[key] for key in sorted(statuses)]
 
@@ -515,6 +585,14 @@ class Runtime:
             problems=report.problems,
             containers=report.containers,
         )
+
+
+def _unheld_state(problem: str) -> str:
+    """The state of a desired container Docker does not hold: refused (the agent will
+    not make it), failed (making it failed: ``problem`` says why) or missing (not yet)."""
+    if problem.startswith("refused"):
+        return "refused"
+    return "failed" if problem else "missing"
 
 
 def _describe(settings: Settings) -> dict[str, object]:

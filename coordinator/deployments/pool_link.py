@@ -79,8 +79,9 @@ def pool_demands(books: Books, share_base: int) -> dict[str, dict[str, float]]:
 
 def pool_usages(books: Books, share_base: int) -> dict[str, dict[str, float]]:
     """Pool -> what its containers use, as their agents last measured it: cores and bytes.
-    A figure not measured yet (a container just placed, or on a node whose agent does not
-    say) counts as what the container asks for. O(containers measured)."""
+    A container its agent reports not running (exited, failed, not made yet) uses nothing;
+    a figure not measured yet (a container just placed, or on a node whose agent does not
+    say) counts as what the container asks for. O(containers reported)."""
     usages = pool_demands(books, share_base)
     for container_id, seen in books.observed.items():
         charge = books.charged(container_id)
@@ -88,10 +89,13 @@ def pool_usages(books: Books, share_base: int) -> dict[str, dict[str, float]]:
             continue
         pool, cpu, memory = charge
         total = usages[pool]
-        if seen.cpu_usage is not None:
-            total["cpu"] += seen.cpu_usage - cpu / share_base
-        if seen.memory_usage is not None:
-            total["memory"] += seen.memory_usage - memory
+        running = seen.state == "running"
+        cpu_used = seen.cpu_usage if running else 0.0
+        memory_used = seen.memory_usage if running else 0
+        if cpu_used is not None:
+            total["cpu"] += cpu_used - cpu / share_base
+        if memory_used is not None:
+            total["memory"] += memory_used - memory
     return usages
 
 

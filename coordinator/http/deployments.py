@@ -32,6 +32,7 @@ import msgspec
 from aiohttp import web
 from msgspec import Meta
 
+from coordinator.deployments.container_state import container_state
 from coordinator.deployments.outcome import DeployOutcome, DeployRefused
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, NotFound, Unprocessable
@@ -288,12 +289,11 @@ def _container(request: web.Request) -> tuple[DeploymentService, ContainerRecord
 
 
 def _view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
-    if not record.node:
-        why = service.why_pending(record.id)
-        return ContainerView(record=record, state="pending", observed=None, reason=why)
     observed = service.observed(record.id)
-    state = "starting" if observed is None else observed.state
-    return ContainerView(record=record, state=state, observed=observed)
+    state, reason = container_state(record, observed)
+    if state == "pending":
+        reason = service.why_pending(record.id)
+    return ContainerView(record=record, state=state, observed=observed, reason=reason)
 
 
 def _deployment_view(service: DeploymentService, deployment: DeploymentRecord) -> DeploymentView:

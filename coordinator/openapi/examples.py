@@ -417,7 +417,7 @@ def _container(container_id: str, capacity: str) -> dict[str, Any]:
             "command": ["sleep", "3600"],
             "env": {},
             "labels": {},
-            "restart_policy": "no",
+            "restart_policy": "always",
             "cpu_bind": True,
             "requests": {"cpu": "0.5", "memory": "64Mi"},
             "priority": 0,
@@ -427,8 +427,9 @@ def _container(container_id: str, capacity: str) -> dict[str, Any]:
             "limits": _LIMITS,
             "history": [{"at": CREATED, "event": "placed", "detail": "on node-a"}],
         },
-        "state": "pending",
+        "state": "starting",
         "observed": None,
+        "reason": "not reported by node node-a yet",
     }
 
 
@@ -436,6 +437,7 @@ CONTAINER = _container("team-a-web-c558628a", "in-quota")
 RUNNING_CONTAINER: dict[str, Any] = {
     **CONTAINER,
     "state": "running",
+    "reason": "",
     "observed": {
         "id": "team-a-web-c558628a",
         "state": "running",
@@ -449,6 +451,22 @@ RUNNING_CONTAINER: dict[str, Any] = {
         "error": "",
         "drift": [],
         "drift_at": 0.0,
+    },
+}
+_NO_IMAGE = "create failed: No such image: busybox:nope"
+_RETRYING = f"{_NO_IMAGE} (try 3 in a row; the next 4s after it)"
+FAILED_CONTAINER: dict[str, Any] = {
+    **CONTAINER,
+    "state": "failed",
+    "reason": _RETRYING,
+    "observed": {
+        "id": "team-a-web-c558628a",
+        "state": "failed",
+        "namespace": "team-a",
+        "deployment": "web",
+        "capacity": "in-quota",
+        "error": _RETRYING,
+        "attempt": {"outcome": "failed", "reason": _RETRYING, "number": 3, "at": CREATED + 7},
     },
 }
 _DEPLOYMENT_RECORD: dict[str, Any] = {
@@ -467,7 +485,7 @@ _DEPLOYMENT_RECORD: dict[str, Any] = {
         "nodes_limit": 0,
         "pool": "",
         "priority": 0,
-        "restart_policy": "no",
+        "restart_policy": "always",
     },
     "created": CREATED,
 }

@@ -738,7 +738,11 @@ _CONTAINERS = (
             Param("namespace", "only this namespace's"),
             Param("deployment", "only this deployment's"),
             Param("node", "only those on this node"),
-            Param("state", "only those in this state (pending, running, exited, ...)"),
+            Param(
+                "state",
+                "only those in this state: pending, starting, running, succeeded, failed"
+                " (or replaced, during a swap)",
+            ),
             Param("capacity", "in-quota or over-quota"),
         ),
         description="Every filter given must match; an unknown filter is 400.",
@@ -751,7 +755,11 @@ _CONTAINERS = (
         tag="containers",
         who="owner",
         response=ContainerView,
-        examples={"pending": ex.CONTAINER, "running": ex.RUNNING_CONTAINER},
+        examples={
+            "starting": ex.CONTAINER,
+            "running": ex.RUNNING_CONTAINER,
+            "failed": ex.FAILED_CONTAINER,
+        },
         errors=(401, 404),
         params=(CONTAINER,),
     ),
@@ -843,7 +851,10 @@ _EVENTS = (
             Param("deployment", "only this deployment's"),
             Param("container", "only this container's"),
             Param("node", "only this node's"),
-            Param("kind", "e.g. admitted, placed, refused, realloc, deleted, drift, lost"),
+            Param(
+                "kind",
+                "e.g. admitted, placed, refused, realloc, deleted, drift, restarted, failed, lost",
+            ),
             Param("since", "only events after this sequence number", {**INTEGER, "minimum": 0}),
         ),
         description="An unknown filter is 400.",

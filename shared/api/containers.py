@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import msgspec
 
-from shared.protocol import ContainerStatus, Limits, RestartPolicy
+from shared.protocol import ContainerStatus, Limits
+from shared.restart_policy import RestartPolicy
 
 # The query parameters that filter ``GET /v1/containers``.
 CONTAINER_FILTERS = ("namespace", "deployment", "node", "state", "capacity")
@@ -45,11 +46,12 @@ class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 class ContainerView(msgspec.Struct, frozen=True, kw_only=True):
     record: ContainerRecord
-    # As the node's agent last reported it; "starting" before it has; "pending" when no
-    # node holds it (``record.node`` is empty), and then ``reason`` says why.
+    # pending (no node holds it), starting, running, succeeded, failed (or replaced,
+    # during a swap), from what the node's agent last reported
+    # (coordinator.deployments.container_state)
     state: str
     observed: ContainerStatus | None
-    reason: str = ""
+    reason: str = ""  # why it is in that state: why it is pending, the engine's error
 
 
 class ContainerList(msgspec.Struct, frozen=True):

@@ -14,8 +14,8 @@ import msgspec
 from msgspec import Meta
 
 from shared.api.containers import ContainerView
-from shared.protocol import RestartPolicy
 from shared.resource_names import Rfc1123Label
+from shared.restart_policy import DEFAULT_RESTART_POLICY, RestartPolicy
 
 Strategy = Literal["auto", "each", "fill", "global", "drained"]
 MAX_COUNT = 1000
@@ -54,7 +54,7 @@ class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     nodes_limit: Annotated[int, Meta(ge=0)] = 0
     pool: str = ""  # "" = the namespace's pool
     priority: int = 0
-    restart_policy: RestartPolicy = "no"
+    restart_policy: RestartPolicy = DEFAULT_RESTART_POLICY  # see shared.restart_policy
 
 
 class DeploymentRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -11,8 +11,11 @@ EVENT_FILTERS = ("namespace", "deployment", "container", "node", "kind")
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
     sequence: int
-    at: float  # when it happened: when decided, or for drift when the agent put it back
-    kind: str  # admitted, placed, refused, realloc, deleted, released, drift, lost
+    # When it happened: when decided, or for what an agent reports (drift, restarted,
+    # failed) when the agent did it.
+    at: float
+    # admitted, placed, refused, realloc, deleted, released, drift, restarted, failed, lost
+    kind: str
     reason: str
     namespace: str = ""
     deployment: str = ""

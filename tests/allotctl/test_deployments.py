@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from allotctl.deployment_views import (
@@ -36,7 +37,7 @@ from coordinator.openapi import examples as ex
 from shared.api.containers import ContainerRecord, ContainerView, HistoryEntry
 from shared.api.events import Event
 from shared.codec import to_json
-from shared.protocol import ContainerStatus, Limits
+from shared.protocol import Attempt, ContainerStatus, Limits
 from tests.coordinator.conftest import API_TOKEN, Coordinator, register
 
 MIB = 1024 * 1024
@@ -253,7 +254,10 @@ def container(**fields: Any) -> ContainerView:
         "history": [HistoryEntry(at=0.0, event="placed", detail="on node-a")],
     }
     return ContainerView(
-        record=ContainerRecord(**(record | fields)), state="pending", observed=None
+        record=ContainerRecord(**(record | fields)),
+        state="starting",
+        observed=None,
+        reason="not reported by node node-a yet",
     )
 
 
@@ -266,14 +270,19 @@ def test_the_containers_table_shows_placement_and_limits() -> None:
         capacity="",
         limits=Limits(cpuset_cpus="0-1", cpu_shares=1024, cpu_quota=25_000, mem_reservation=MIB),
     )
-    body = to_json({"containers": [bound, shared]})
+    failed = msgspec.structs.replace(
+        container(id="team-a-web-2"), state="failed", reason="create failed: No such image: x"
+    )
+    body = to_json({"containers": [bound, shared, failed]})
     assert containers_table(body).splitlines() == [
-        "ID              NAMESPACE  DEPLOYMENT  NODE    STATE    CAPACITY  CPUSET  SHARES"
-        "  QUOTA         MEMORY",
-        "team-a-web-1    team-a     web         node-a  pending  in-quota  2       512"
-        "     none          64Mi",
-        "team-a-batch-1  team-a     batch       node-a  pending  -         shared  1024"
-        "    25000/100000  soft 1Mi",
+        "ID              NAMESPACE  DEPLOYMENT  NODE    STATE     CAPACITY  CPUSET  SHARES"
+        "  QUOTA         MEMORY    REASON",
+        "team-a-web-1    team-a     web         node-a  starting  in-quota  2       512"
+        "     none          64Mi      not reported by node node-a yet",
+        "team-a-batch-1  team-a     batch       node-a  starting  -         shared  1024"
+        "    25000/100000  soft 1Mi  not reported by node node-a yet",
+        "team-a-web-2    team-a     web         node-a  failed    in-quota  2       512"
+        "     none          64Mi      create failed: No such image: x",
     ]
     assert containers_table(b'{"containers": []}') == "no containers"
 
@@ -287,9 +296,21 @@ def test_a_containers_details_show_what_its_agent_reported() -> None:
         revision=7,
         started_at="2026-11-21T09:00:00Z",
         exit_code=137,
+        error="exited with code 137 (try 3 in a row; the next 4s after it)",
         drift=["cpu_shares 2 -> 512"],
+        attempt=Attempt(
+            outcome="restarted",
+            reason="started again: exited with code 137 (2 tries in a row)",
+            number=2,
+            at=0.0,
+        ),
     )
-    reported = ContainerView(record=view.record, state="exited", observed=observed)
+    reported = ContainerView(
+        record=view.record,
+        state="failed",
+        observed=observed,
+        reason="exited with code 137 (try 3 in a row; the next 4s after it)",
+    )
     lines = container_details(to_json(reported)).splitlines()
     for line in [
         "capacity        in-quota",
@@ -299,7 +320,10 @@ def test_a_containers_details_show_what_its_agent_reported() -> None:
         "cpu quota       none",
         "memory          limit 64Mi, with swap 64Mi, reserved 32Mi",
         "holds           -",
-        "state           exited, started 2026-11-21T09:00:00Z, exit code 137",
+        "state           failed: exited with code 137 (try 3 in a row; the next 4s after it)",
+        "engine state    exited, started 2026-11-21T09:00:00Z, exit code 137",
+        "last attempt    restarted 1970-01-01T00:00:00Z: started again: exited with code 137"
+        " (2 tries in a row)",
         "engine holds    cpuset 2, shares 512, quota none, memory limit 64Mi, with swap 64Mi,"
         " reserved 32Mi",
         "revision        7",
@@ -309,7 +333,7 @@ def test_a_containers_details_show_what_its_agent_reported() -> None:
     ]:
         assert line in lines
     pending = container_details(to_json(view))
-    assert "state           pending (its node's agent has not reported it yet)" in pending
+    assert "state           starting: not reported by node node-a yet" in pending
 
 
 def test_a_containers_details_show_the_devices_and_extended_resources_it_holds() -> None:

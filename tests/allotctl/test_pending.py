@@ -45,7 +45,7 @@ async def test_drain_why_and_uncordon_through_main(
         await asyncio.sleep(0.02)  # the scheduler's pass after the uncordon
     assert out.splitlines()[0] == "team-a/web counts 2: 2 starting"
     assert sorted(out.splitlines()[1:]) == sorted(
-        f"  {cid} is starting on node-a" for cid in stand_ins
+        f"  {cid} is starting on node-a (not reported by node node-a yet)" for cid in stand_ins
     )
     await ws.close()
 

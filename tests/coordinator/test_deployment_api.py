@@ -66,7 +66,9 @@ async def test_a_deployment_is_placed_committed_and_pushed_to_its_node(
     assert status == 201, answer
     containers = [view["record"] for view in answer["containers"]]
     assert [c["node"] for c in containers] == ["node-a", "node-a"]
-    assert all(view["state"] == "starting" for view in answer["containers"])
+    assert {(v["state"], v["reason"]) for v in answer["containers"]} == {
+        ("starting", "not reported by node node-a yet")
+    }
     # two half cores, bound: a fragment core each (the engine packs both on core 0)
     assert [c["limits"]["cpuset_cpus"] for c in containers] == ["0", "0"]
     assert {c["limits"]["cpu_shares"] for c in containers} == {512}

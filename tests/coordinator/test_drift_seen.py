@@ -1,8 +1,9 @@
-"""The drift the agents report, remembered per node (``AgentHub._drift_seen``): a status
-frame is checked against its own node's containers only. After any sequence of frames,
-from any nodes and with a restart's drift events to start from, the per-node index equals
-one rebuilt from the former flat map over (node, container), which every frame scanned
-whole, and the same drift events come out of both."""
+"""What the agents report once, remembered per node (``agent_reports.ReportedOnce``): a
+status frame is checked against its own node's containers only. After any sequence of
+frames, from any nodes and with a restart's drift events to start from, the per-node index
+equals one rebuilt from the former flat map over (node, container), which every frame
+scanned whole, and the same drift events come out of both. Restarts and failed tries,
+the other stream, become events the same way."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.agent_hub import AgentHub
+from coordinator.agent_reports import ATTEMPTS, DRIFT, Reported, ReportedOnce
 from coordinator.services.events import Note
 from shared.api.events import Event
 from shared.bounds import clipped
-from shared.protocol import ContainerStatus, Status
+from shared.protocol import Attempt, ContainerStatus, Status
 
 NODES = ("n1", "n2", "n3")
 CONTAINERS = ("c1", "c2", "c3", "c4")
@@ -60,33 +61,21 @@ class FlatDrift:
             del self.seen[key]
         return notes
 
-    def per_node(self) -> dict[str, dict[str, Seen]]:
-        """The flat map rebuilt as the per-node index: node -> container -> seen."""
-        index: dict[str, dict[str, Seen]] = {}
-        for (node, container), seen in self.seen.items():
-            index.setdefault(node, {})[container] = seen
+    def per_node(self) -> dict[str, dict[str, Reported]]:
+        """The flat map rebuilt as the per-node index: node -> container -> the drift seen
+        (a container without drift is not in it)."""
+        index: dict[str, dict[str, Reported]] = {}
+        for (node, container), (reason, at) in self.seen.items():
+            if reason:
+                index.setdefault(node, {})[container] = ("drift", reason, at)
         return index
 
 
-class Events:
-    def __init__(self, drift: list[Event]) -> None:
-        self.drift = drift
-
-    def events(self, *, kind: str) -> list[Event]:
-        assert kind == "drift"
-        return self.drift
+def record_of(container_id: str) -> Any:
+    return RECORDS.get(container_id)
 
 
-def hub_with(drift: list[Event]) -> AgentHub:
-    """An ``AgentHub`` over a stand-in for the deployments: the drift events of the log
-    (as after a restart), ``container`` from ``RECORDS``; nothing else is reached."""
-    deployments = SimpleNamespace(
-        events=Events(drift), subscribe=lambda push: None, container=RECORDS.get
-    )
-    return AgentHub(cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, deployments))
-
-
-DRIFT = st.sampled_from([[], [], ["cpu_shares 2 -> 717"], ["recreated (removed outside allot)"]])
+DRIFTS = st.sampled_from([[], [], ["cpu_shares 2 -> 717"], ["recreated (removed outside allot)"]])
 AT = st.sampled_from([0.0, 1.0, 2.5])
 
 statuses = st.builds(
@@ -97,7 +86,7 @@ statuses = st.builds(
                 id=cid, state="running", drift=drift, drift_at=at
             ),
             st.sampled_from(CONTAINERS),
-            DRIFT,
+            DRIFTS,
             AT,
         ),
         max_size=5,  # the same id twice in one frame too
@@ -122,21 +111,45 @@ logged = st.lists(
 def test_drift_seen_per_node_equals_the_flat_map(
     drift: list[Event], frames: list[tuple[str, Status]]
 ) -> None:
-    hub = hub_with(drift)
+    reports = ReportedOnce(drift, DRIFT)
     flat = FlatDrift(drift)
-    assert hub._drift_seen == flat.per_node()
+    assert reports._seen == flat.per_node()
     for node, status in frames:
-        assert hub._new_drift(node, status) == flat.new_drift(node, status)
-        assert hub._drift_seen == flat.per_node()
+        got = reports.new_notes(node, status.containers, record_of)
+        assert got == flat.new_drift(node, status)
+        assert reports._seen == flat.per_node()
 
 
 def test_a_frame_touches_its_own_node_only() -> None:
-    hub = hub_with([])
-    frame = Status(
-        applied_revision=1,
-        containers=[ContainerStatus(id="c1", state="running", drift=["cpu_shares 2 -> 717"])],
-    )
-    assert [n.container for n in hub._new_drift("n1", frame)] == ["c1"]
-    hub._new_drift("n2", frame)
-    hub._new_drift("n1", Status(applied_revision=2))  # n1 reports nothing: forgotten
-    assert hub._drift_seen == {"n2": {"c1": ("corrected: cpu_shares 2 -> 717", 0.0)}}
+    reports = ReportedOnce([], DRIFT)
+    frame = [ContainerStatus(id="c1", state="running", drift=["cpu_shares 2 -> 717"])]
+    assert [n.container for n in reports.new_notes("n1", frame, record_of)] == ["c1"]
+    reports.new_notes("n2", frame, record_of)
+    reports.new_notes("n1", [], record_of)  # n1 reports nothing: forgotten
+    assert reports._seen == {"n2": {"c1": ("drift", "corrected: cpu_shares 2 -> 717", 0.0)}}
+
+
+def attempted(outcome: str, reason: str, number: int, at: float) -> ContainerStatus:
+    attempt = Attempt(outcome=cast(Any, outcome), reason=reason, number=number, at=at)
+    return ContainerStatus(id="c1", state="running", attempt=attempt)
+
+
+def test_each_restart_and_failed_try_is_one_event_of_its_kind() -> None:
+    failed = "create failed: No such image: x (try 1 in a row; the next 1s after it)"
+    logged_before = [
+        Event(sequence=1, at=5.0, kind="failed", reason=failed, node="n1", container="c1"),
+        Event(sequence=2, at=6.0, kind="drift", reason="corrected: x", node="n1", container="c1"),
+    ]
+    reports = ReportedOnce(logged_before, ATTEMPTS)
+    # what the log holds already (a restarted coordinator hears it again): no event
+    assert reports.new_notes("n1", [attempted("failed", failed, 1, 5.0)], record_of) == []
+    again = "started again: exited with code 1 (2 tries in a row)"
+    frames = [
+        [attempted("restarted", again, 2, 9.0)],
+        [attempted("restarted", again, 2, 9.0)],  # the same status sent again
+        [attempted("restarted", again, 3, 11.0)],  # the same reason, another time
+    ]
+    notes = [note for frame in frames for note in reports.new_notes("n1", frame, record_of)]
+    assert notes == [
+        Note("restarted", again, "team-a", "web", "c1", "n1", at=at) for at in (9.0, 11.0)
+    ]

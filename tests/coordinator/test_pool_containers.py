@@ -168,3 +168,29 @@ async def test_a_pools_usage_is_what_its_agents_measure(fast_pools: Coordinator)
     await ws.send_bytes(frame("status", applied_revision=1, containers=measured))
     await settles_at(0.25)  # 0.5 cores of 2 is the dominant share (memory is far less)
     await ws.close()
+
+
+async def test_a_container_reported_not_running_charges_its_pool_nothing(
+    fast_pools: Coordinator,
+) -> None:
+    ws = await register(fast_pools, "node-a")  # 2 cores
+    await call(fast_pools, "PUT", "/v1/pools/team-a", {"weight": 1.0})
+    placed = await call(fast_pools, "POST", "/v1/namespaces/team-a/deployments", unbound("batch"))
+    running, down = (view["record"]["id"] for view in placed["containers"])
+    reported = [
+        {"id": running, "state": "running", "cpu_usage": 0.5, "memory_usage": 8 << 20},
+        # exited, failed to be made, not made yet: nothing measured, and nothing used
+        {"id": down, "state": "exited", "exit_code": 1},
+    ]
+    await ws.send_bytes(frame("status", applied_revision=1, containers=reported))
+    for state in ("exited", "failed", "missing"):
+        reported[1] = {"id": down, "state": state}
+        await ws.send_bytes(frame("status", applied_revision=1, containers=reported))
+        for _ in range(100):
+            shown = await call(fast_pools, "GET", "/v1/pools/team-a")
+            if shown["introspection"]["usage_share"] == pytest.approx(0.25):
+                break
+            await asyncio.sleep(0.05)
+        # 0.5 cores of 2: the one running, and nothing for the other (not its 1 core)
+        assert shown["introspection"]["usage_share"] == pytest.approx(0.25), state
+    await ws.close()

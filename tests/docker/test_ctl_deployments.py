@@ -148,7 +148,8 @@ def test_allotctl_deploys_shows_reallocs_and_deletes_on_a_real_node(
     details = ctl(url, "container", web)
     assert f"cpuset          {cpu} (bound)" in details
     assert "labels          tier=web" in details
-    assert any(line.startswith("state           running, started 20") for line in details)
+    assert "state           running" in details
+    assert any(line.startswith("engine state    running, started 20") for line in details)
     assert f"engine holds    cpuset {cpu}, shares 307, quota none," in "\n".join(details)
     (uses,) = [line for line in details if line.startswith("uses ")]
     assert re.fullmatch(r"uses +cpu (-|\d+\.\d\d cores), memory (-|[\d.]+(Ki|Mi)?)", uses), uses

@@ -235,6 +235,7 @@ def test_a_killed_agents_containers_are_released_after_the_grace_and_removed_on_
             "strategy": "each",
             "cpu_bind": True,
             "resources": {"cpu": "0.5", "memory": "16Mi"},
+            "restart_policy": "no",
         }
         deploy(cluster.url, "team-a", body)
         wait_until_running(cluster.url, 2)

@@ -157,10 +157,12 @@ async def test_containers_without_this_nodes_labels_are_left_alone(
     assert [a["HostConfig"] for a in after] == [b["HostConfig"] for b in before]
 
 
-async def test_an_exited_container_is_reported_with_its_exit_code_and_left_to_its_policy(
+async def test_a_container_that_ran_to_completion_is_reported_with_its_exit_code_and_left(
     docker_client: docker.DockerClient, node: str, tmp_path: Path
 ) -> None:
-    failing = container("fails", command=["sh", "-c", "exit 3"], limits=memory_limits(HIGH))
+    failing = container(
+        "fails", command=["sh", "-c", "exit 3"], limits=memory_limits(HIGH), restart_policy="no"
+    )
     async with running_runtime(node, tmp_path) as runtime:
         runtime.set_desired(1, [failing], full=True)
         await eventually(lambda: status_of(runtime, "fails").exit_code == 3, within=15)

@@ -14,6 +14,7 @@ from shared.cpuset import CpuSet
 from shared.inventory import Cpu, Gpu, Inventory, MigDevice, NumaNode
 from shared.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
+    Attempt,
     ContainerStatus,
     Desired,
     DesiredContainer,
@@ -131,6 +132,14 @@ CONTAINER = DesiredContainer(
 STATUSES = [
     ContainerStatus(id="c-1", state="running", limits=LIMITS),
     ContainerStatus(id="c-2", state="exited", exit_code=137, error="OOM killed"),
+    ContainerStatus(
+        id="c-3",
+        state="failed",
+        error="create failed: No such image: x (try 2 in a row; the next 2s after it)",
+        attempt=Attempt(
+            outcome="failed", reason="create failed: No such image: x", number=2, at=1.7e9
+        ),
+    ),
 ]
 
 AGENT_FRAMES: list[tuple[str, Frame]] = [
@@ -307,6 +316,7 @@ def test_our_frame_read_by_plain_msgpack() -> None:
         "replacing": "",
         "cpu_usage": None,
         "memory_usage": None,
+        "attempt": None,
         "limits": {
             "cpuset_cpus": "",
             "cpuset_mems": "",

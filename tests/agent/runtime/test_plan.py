@@ -30,18 +30,23 @@ from agent.runtime.plan import (
     Host,
     Observed,
     Remove,
+    Retries,
     Start,
     Update,
     Work,
     plan,
     refusal,
+    restarted,
     shared_pool,
     target_settings,
+    tries,
 )
+from agent.runtime.restarts import RestartRules, after_try
 from agent.runtime.settings import Settings
 from shared.cpuset import CpuSet, docker_cpuset
 from shared.inventory import Cpu, Gpu, Inventory, MigDevice, NumaNode
-from shared.protocol import DesiredContainer, Limits, RestartPolicy
+from shared.protocol import DesiredContainer, Limits
+from shared.restart_policy import RestartPolicy, runs_again
 from tests.agent.runtime.reported import limits_of
 
 GiB = 2**30
@@ -69,6 +74,7 @@ def observed(
     limits: Limits | None = None,
     spec: str | None = None,
     created: str = EARLY,
+    exit_code: int | None = None,
 ) -> Observed:
     """``container`` as Docker reports it; by default exactly as desired on HOST."""
     return Observed(
@@ -78,6 +84,7 @@ def observed(
         state=state,
         limits=limits_of(HOST.settings(container.limits)) if limits is None else limits,
         created=created,
+        exit_code=exit_code,
     )
 
 
@@ -268,7 +275,7 @@ def test_a_container_whose_spec_changed_is_removed_then_created() -> None:
         {"env": {"A": "1"}},
         {"labels": {"team": "b"}},
         {"gpus": [GPU]},
-        {"restart_policy": "always"},
+        {"restart_policy": "no"},
         {"extended": {"example.com/fpga": 1}},
     ],
     ids=["image", "command", "env", "labels", "gpus", "restart-policy", "extended"],
@@ -300,8 +307,8 @@ def test_a_change_to_a_changeable_field_keeps_the_container(change: dict[str, An
 
 def test_holding_no_extended_resource_leaves_the_digest_as_it_was() -> None:
     # Containers made before extended resources existed must not be made anew: this is
-    # the digest the same container had then.
-    assert spec_digest(desired()) == "bb0a96a986e8620f"
+    # the digest the same container had then (with the restart policy then the default).
+    assert spec_digest(desired(restart_policy="no")) == "bb0a96a986e8620f"
     assert spec_digest(desired()) != spec_digest(desired(extended={"example.com/fpga": 1}))
 
 
@@ -414,11 +421,105 @@ def test_a_never_started_container_is_started_whatever_its_policy(policy: str) -
     ]
 
 
-@pytest.mark.parametrize("state", ["exited", "dead"])
-@pytest.mark.parametrize("policy", ["no", "on-failure", "always", "unless-stopped"])
-def test_a_stopped_container_is_left_to_dockers_restart_policy(state: str, policy: str) -> None:
+RUN_AGAIN = [
+    ("always", 0, "exited with code 0"),
+    ("always", 137, "exited with code 137"),
+    ("unless-stopped", 0, "exited with code 0"),
+    ("on-failure", 1, "exited with code 1"),
+    ("on-failure", None, "died"),
+    ("always", None, "died"),
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "why"), RUN_AGAIN, ids=[f"{p}-{c}" for p, c, _ in RUN_AGAIN]
+)
+def test_a_container_that_should_run_is_started_again_at_once_outside_a_crash_loop(
+    policy: RestartPolicy, code: int | None, why: str
+) -> None:
     wanted = desired(restart_policy=policy)
-    assert plan(by_id(wanted), [observed(wanted, state=state)], {}, HOST) == []
+    state = "dead" if code is None else "exited"
+    found = observed(wanted, state=state, exit_code=code)
+    assert plan(by_id(wanted), [found], {}, HOST) == [Work("c1", (Start("d1", why, restart=True),))]
+
+
+@pytest.mark.parametrize(
+    ("policy", "code"),
+    [("no", 0), ("no", 3), ("no", None), ("on-failure", 0)],
+    ids=["no-0", "no-3", "no-dead", "on-failure-0"],
+)
+def test_a_container_that_ran_to_completion_stays_exited(
+    policy: RestartPolicy, code: int | None
+) -> None:
+    wanted = desired(restart_policy=policy)
+    state = "dead" if code is None else "exited"
+    assert plan(by_id(wanted), [observed(wanted, state=state, exit_code=code)], {}, HOST) == []
+
+
+def test_a_restart_not_yet_due_waits_and_says_until_when() -> None:
+    wanted = desired()
+    loop = after_try(None, spec_digest(wanted), now=100.0)
+    retries = Retries(now=100.5, rules=RestartRules(initial_seconds=1.0), loops={"c1": loop})
+    found = observed(wanted, state="exited", exit_code=2)
+    assert plan(by_id(wanted), [found], {}, HOST, retries=retries) == [
+        Work(
+            "c1",
+            problem="exited with code 2 (try 1 in a row; the next 1s after it)",
+            retry_at=101.0,
+        )
+    ]
+    due_now = replace(retries, now=101.0)
+    assert plan(by_id(wanted), [found], {}, HOST, retries=due_now) == [
+        Work("c1", (Start("d1", "exited with code 2", restart=True),))
+    ]
+
+
+def test_a_waiting_container_still_gets_its_new_limits() -> None:
+    wanted = desired(limits=Limits(cpu_shares=512))
+    loop = after_try(None, spec_digest(wanted), now=100.0)
+    retries = Retries(now=100.0, loops={"c1": loop})
+    found = observed(wanted, state="exited", exit_code=1, limits=Limits(cpu_shares=256))
+    (work,) = plan(by_id(wanted), [found], {}, HOST, retries=retries)
+    assert [type(action) for action in work.actions] == [Update]
+    assert work.retry_at == 101.0
+    assert work.problem.startswith("exited with code 1 (try 1 in a row")
+
+
+def test_a_create_that_failed_is_tried_again_once_due() -> None:
+    wanted = desired()
+    loop = after_try(None, spec_digest(wanted), now=100.0, failure="create failed: No such image")
+    retries = Retries(now=100.2, loops={"c1": loop})
+    assert plan(by_id(wanted), [], {}, HOST, retries=retries) == [
+        Work(
+            "c1",
+            problem="create failed: No such image (try 1 in a row; the next 1s after it)",
+            retry_at=101.0,
+        )
+    ]
+    assert plan(by_id(wanted), [], {}, HOST, retries=replace(retries, now=101.0)) == [
+        Work("c1", (Create(wanted, HOST.settings(wanted.limits)),))
+    ]
+
+
+def test_a_changed_spec_is_tried_at_once_whatever_the_loop_of_the_old_one() -> None:
+    old = desired(image="busybox:missing")
+    loop = after_try(None, spec_digest(old), now=100.0, failure="create failed: No such image")
+    loop = after_try(loop, spec_digest(old), now=101.0, failure="create failed: No such image")
+    new = desired(image="busybox:1")
+    retries = Retries(now=101.0, loops={"c1": loop})
+    assert plan(by_id(new), [], {}, HOST, retries=retries) == [
+        Work("c1", (Create(new, HOST.settings(new.limits)),))
+    ]
+
+
+def test_tries_are_creations_and_restarts() -> None:
+    wanted = desired()
+    create = Work("c1", (Create(wanted, HOST.settings(wanted.limits)),))
+    restart = Work("c1", (Start("d1", "exited with code 1", restart=True),))
+    first_start = Work("c1", (Start("d1", "never started"),))
+    assert (tries(create), tries(restart), tries(first_start)) == (True, True, False)
+    assert restarted(restart) == restart.actions[0]
+    assert restarted(create) is None
 
 
 @pytest.mark.parametrize("state", ["running", "paused", "restarting"])
@@ -445,10 +546,10 @@ def test_a_copy_being_removed_is_not_a_duplicate() -> None:
     wanted = desired(limits=Limits(cpu_shares=512))
     copies = [
         observed(wanted, docker_id="d1", state="removing", created=LATE, limits=Limits()),
-        observed(wanted, docker_id="d2", state="exited", created=EARLY, limits=Limits()),
+        observed(wanted, docker_id="d2", state="created", created=EARLY, limits=Limits()),
     ]
     (work,) = plan(by_id(wanted), copies, {}, HOST)
-    assert touched(work.actions) == ["d2"]
+    assert touched(work.actions) == ["d2", "d2"]  # its limits, then its first start
 
 
 # --- order ---
@@ -843,7 +944,7 @@ def test_carrying_out_a_plan_leaves_only_problems(scene: Scene) -> None:
 def test_a_node_in_the_desired_state_needs_no_action(
     drawn: tuple[Host, dict[str, DesiredContainer]], picks: tuple[int, ...]
 ) -> None:
-    """Every desired container runs as set (or is stopped where Docker's policy governs);
+    """Every desired container runs as set (or ran to completion as its policy says);
     the refused ones are missing, and only their refusal is reported."""
     host, wanted = drawn
     targets = target_settings(wanted, host)
@@ -852,14 +953,19 @@ def test_a_node_in_the_desired_state_needs_no_action(
         if refusal(container, host):
             continue
         quiet = ["running", "paused", "restarting", "exited", "dead"]
+        state = quiet[pick % len(quiet)]
+        code = {"exited": pick % 2, "dead": None}.get(state)
+        if state in ("exited", "dead") and runs_again(container.restart_policy, code):
+            state = "running"
         found.append(
             Observed(
                 docker_id=f"d-{container_id}",
                 id=container_id,
                 spec=spec_digest(container),
-                state=quiet[pick % len(quiet)],
+                state=state,
                 limits=limits_of(targets[container_id]),
                 created=TIMES[0],
+                exit_code=code if state in ("exited", "dead") else None,
             )
         )
     work = plan(wanted, found, targets, host)
