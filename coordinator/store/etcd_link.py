@@ -144,10 +144,13 @@ class _Unreachable(Exception):
 
 
 def _refused_before_taken(error: grpc.aio.AioRpcError) -> bool:
-    """etcd refuses with UNAVAILABLE, before raft sees the request, when the member has
-    no leader or is stopping; such a request is safe to send elsewhere."""
+    """Whether the request never reached raft, so it is safe to send elsewhere: etcd
+    refuses with UNAVAILABLE when the member has no leader or is stopping, and gRPC says
+    UNAVAILABLE when it could not connect at all (the member was killed since the channel
+    was last ready), in which case nothing was sent."""
     details = error.details() or ""
-    return "no leader" in details or "server stopped" in details
+    never_taken = ("no leader", "server stopped", "failed to connect to all addresses")
+    return any(reason in details for reason in never_taken)
 
 
 def endpoint_problem(endpoint: str) -> str | None:

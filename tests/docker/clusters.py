@@ -40,20 +40,24 @@ def running_cluster(
     port: int = 0,
     toml: str = "",
     agent_args: tuple[str, ...] = (),
+    cpus_each: int = 1,
 ) -> Iterator[Cluster]:
-    """Every node ready; ``port`` fixes the coordinator's (to restart it at the same URL),
-    ``toml`` is the coordinator's config file, ``agent_args`` more flags of every agent."""
+    """Every node ready, each offering ``cpus_each`` CPUs of this host of its own;
+    ``port`` fixes the coordinator's (to restart it at the same URL), ``toml`` is the
+    coordinator's config file, ``agent_args`` more flags of every agent."""
     host_cpus = cpus()
-    if len(host_cpus) < nodes:
-        pytest.fail(f"these tests need {nodes} CPUs (one per agent)", pytrace=False)
+    if len(host_cpus) < nodes * cpus_each:
+        need = f"{nodes * cpus_each} CPUs ({cpus_each} per agent)"
+        pytest.fail(f"these tests need {need}", pytrace=False)
     suffix = uuid.uuid4().hex[:6]
     names = [f"e2e-{suffix}-{chr(ord('a') + i)}" for i in range(nodes)]
     coordinator = Service.coordinator(tmp_path, port=port, toml=toml).start()
     started = [coordinator]
     try:
         url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
-        for node, offered in zip(names, host_cpus, strict=False):
-            others = ",".join(str(cpu) for cpu in host_cpus if cpu != offered)
+        for index, node in enumerate(names):
+            offered = host_cpus[index * cpus_each : (index + 1) * cpus_each]
+            others = ",".join(str(cpu) for cpu in host_cpus if cpu not in offered)
             flags = (f"--reserved-cpus={others}", *agent_args)
             agent = Service.agent(tmp_path, url, node, args=flags)
             started.append(agent.start())

@@ -38,8 +38,9 @@ MODE = "batch"
 
 @pytest.fixture
 def cluster(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[Cluster]:
-    """One node offering one CPU of this host."""
-    with running_cluster(tmp_path, docker_client, nodes=1) as running:
+    """One node offering two CPUs of this host: a bound container takes one from the
+    shared pool, where the unbound ones run."""
+    with running_cluster(tmp_path, docker_client, nodes=1, cpus_each=2) as running:
         yield running
 
 
@@ -96,7 +97,7 @@ def test_allotctl_deploys_shows_reallocs_and_deletes_on_a_real_node(
     cpu = str(cpus()[0])
     api(url, "/v1/elasticquotas/team-a", QUOTA, method="PUT")
 
-    # from flags: a bound 0.3 core (a fragment of the node's one CPU)
+    # from flags: a bound 0.3 core (a fragment of the node's first CPU)
     head, _, header, row = ctl(
         url, "deploy", "team-a", "--name", "web", "--image", IMAGE, "--cpu", "0.3",
         "--memory", "32Mi", "--cpu-bind", "--label", "tier=web", "--", "sleep", "3600",
