@@ -255,7 +255,7 @@ def test_every_operation_is_described_completely() -> None:
                 assert content, where
             for media in content.values():
                 assert media["examples"], f"{where} {status}"
-        is_open = path in ("/healthz", "/metrics")
+        is_open = path in ("/healthz", "/readyz", "/metrics")
         assert (operation["security"] == []) == is_open, where
         if not is_open:
             assert "401" in operation["responses"], where
