@@ -17,7 +17,13 @@ ENV_PREFIX = "ALLOT_AGENT_"
 
 
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
-    server: Annotated[str, Meta(description="the coordinator's base URL")] = "http://127.0.0.1:7600"
+    server: Annotated[
+        str,
+        Meta(
+            description="the coordinator's base URL, or several comma-separated (coordinators"
+            " on etcd: the agent finds the leader among them)"
+        ),
+    ] = "http://127.0.0.1:7600"
     join_token: Annotated[str, Meta(description="the coordinator's join token")] = ""
     node_name: Annotated[str, Meta(description="this node's name (default: the hostname)")] = ""
     sysfs_root: Annotated[str, Meta(description="filesystem root holding sys/ to read")] = "/"
@@ -62,8 +68,9 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     def __post_init__(self) -> None:
-        if not self.server.startswith(("http://", "https://")):
-            raise ValueError(f"server {self.server!r} must be an http:// or https:// URL")
+        for url in self.servers or [self.server]:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"server {url!r} must be an http:// or https:// URL")
         try:
             CpuSet.parse(self.reserved_cpus)
         except CpuSetError as error:
@@ -84,7 +91,6 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
         return CpuSet.parse(self.reserved_cpus)
 
     @property
-    def agent_url(self) -> str:
-        """The websocket URL of the coordinator's agent socket."""
-        base = self.server.rstrip("/")
-        return "ws" + base.removeprefix("http") + "/v1/agent"
+    def servers(self) -> list[str]:
+        """The coordinators' base URLs, in the order given."""
+        return [url.strip().rstrip("/") for url in self.server.split(",") if url.strip()]
