@@ -16,8 +16,8 @@ from aiohttp import web
 from agent.config import AgentConfig
 from agent.session import run_link
 from coordinator.standby import make_standby_app
-from tests.agent.test_session import TOKEN, ScriptedCoordinator, agent_log, lines, welcome
 from shared.logs import fields_of
+from tests.agent.test_session import TOKEN, ScriptedCoordinator, agent_log, lines, welcome
 from tests.builders import idle_runtime, make_inventory
 from tests.loopback import serving
 from tests.polling import eventually
@@ -92,7 +92,10 @@ async def test_a_standby_refuses_a_wrong_join_token_before_naming_the_leader() -
         return "http://leader:7600"
 
     wrong = {"Authorization": "Bearer wrong-token-0123456789"}
-    async with serving(make_standby_app(TOKEN, named)) as standby, aiohttp.ClientSession() as http:
-        async with http.get(standby + "/v1/agent", headers=wrong) as answer:
-            assert answer.status == 401
-            assert "leader" not in await answer.text()
+    async with (
+        serving(make_standby_app(TOKEN, named)) as standby,
+        aiohttp.ClientSession() as http,
+        http.get(standby + "/v1/agent", headers=wrong) as answer,
+    ):
+        assert answer.status == 401
+        assert "leader" not in await answer.text()
