@@ -12,6 +12,7 @@ from shared.cpuset import CpuSet, CpuSetError
 from shared.inventory import MAX_EXTENDED, ExtendedName, ExtendedUnits
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 from shared.resource_names import extended_name_problem
+from shared.servers import split_servers
 
 ENV_PREFIX = "ALLOT_AGENT_"
 
@@ -93,4 +94,4 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def servers(self) -> list[str]:
         """The coordinators' base URLs, in the order given."""
-        return [url.strip().rstrip("/") for url in self.server.split(",") if url.strip()]
+        return split_servers(self.server)

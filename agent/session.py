@@ -30,7 +30,6 @@ import aiohttp
 
 from agent.config import AgentConfig
 from agent.runtime.reconciler import Runtime
-from agent.servers import Servers, agent_socket_url
 from shared.backoff import Backoff
 from shared.inventory import Inventory
 from shared.logs import get_logger
@@ -48,6 +47,7 @@ from shared.protocol import (
     encode,
 )
 from shared.sdnotify import notify
+from shared.servers import Servers, agent_socket_url
 
 log = get_logger("allot.agent")
 

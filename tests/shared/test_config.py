@@ -15,10 +15,10 @@ import pytest
 from msgspec import Meta
 
 from agent.config import AgentConfig
-from agent.servers import agent_socket_url
 from coordinator.config import CoordinatorConfig
 from shared.config import ConfigError, add_flags, flag_values, load
 from shared.cpuset import CpuSet
+from shared.servers import agent_socket_url
 
 PREFIX = "ALLOT_X_"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.servers import Servers
+from shared.servers import Servers
 
 A, B, C = "http://a:7600", "http://b:7600", "http://c:7600"
 

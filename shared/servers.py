@@ -1,9 +1,12 @@
-"""Which coordinator the agent connects to next, among several (coordinators on etcd).
+"""Which coordinator to talk to next, among several (coordinators on etcd): for the
+agent, ``allotctl`` and the lease client.
 
     servers = Servers(["http://c1:7600", "http://c2:7600", "http://c3:7600"])
     servers.current                  # where the next attempt goes
     servers.failed()                 # no answer there: the next one in the list
     servers.follow("http://c2:7600") # a standby named the leader: go there next
+
+    split_servers("http://c1:7600, http://c2:7600/")   # a setting's list of them
 
 A leader named by a standby need not be in the list (an address the operator did not
 write down); once it fails, the rotation resumes where it left off.
@@ -24,8 +27,12 @@ class Servers:
     def current(self) -> str:
         return self._leader or self._urls[self._index]
 
+    @property
+    def count(self) -> int:
+        return len(self._urls)
+
     def failed(self) -> None:
-        """The current server did not take this agent: try the next one."""
+        """The current server gave no usable answer: try the next one."""
         if self._leader:
             self._leader = ""
         else:
@@ -40,6 +47,11 @@ class Servers:
             self._index = self._urls.index(leader)
         else:
             self._leader = leader
+
+
+def split_servers(text: str) -> list[str]:
+    """The base URLs of a comma-separated list, without blanks or trailing slashes."""
+    return [url.strip().rstrip("/") for url in text.split(",") if url.strip()]
 
 
 def agent_socket_url(server: str) -> str:
