@@ -69,7 +69,8 @@ async def test_a_replica_reads_its_own_commits_at_once_and_keeps_them_against_la
         assert (await replica.get("/j")).mod_revision == put.revision  # type: ignore[union-attr]
         await replica.caught_up(put.revision)
         await asyncio.sleep(0.2)  # the watch's events of all four have come in by now
-        assert await replica.get("/k") is None and gone.succeeded
+        assert await replica.get("/k") is None
+        assert gone.succeeded
         assert await replica.range("") == await store.range("")
 
 
@@ -97,7 +98,8 @@ async def test_one_of_three_wins_and_the_others_name_it(prefix_stores: list[Etcd
         campaigns = [asyncio.create_task(e.campaign()) for e in elections]
         done, pending = await asyncio.wait(campaigns, return_when=asyncio.FIRST_COMPLETED)
         await asyncio.sleep(0.5)
-        assert len(done) == 1 and all(not t.done() for t in pending)
+        assert len(done) == 1
+        assert all(not t.done() for t in pending)
         winner = campaigns.index(done.pop())
         for replica in (r0, r1, r2):
             await replica.caught_up(campaigns[winner].result().won_at)
