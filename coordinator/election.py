@@ -86,7 +86,8 @@ class Election:
             except LeaseNotFound:
                 return "etcd says the lease expired"
             except (StoreError, TimeoutError) as error:
-                log.warning("leader lease not renewed; trying again", reason=error or "timeout")
+                why = str(error) or f"no answer within {self._ttl / 4:g}s"
+                log.warning("leader lease not renewed; trying again", reason=why)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._ttl / 4):
                     await self._key_changed.wait()

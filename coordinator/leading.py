@@ -36,7 +36,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.election import LEADER_KEY, Election, Leadership
 from coordinator.standby import make_standby_app
 from coordinator.store.etcd import EtcdStore
-from coordinator.store.fenced import FencedStore
+from coordinator.store.fenced import Deposed, FencedStore
 from coordinator.store.replica import Replica
 from shared.logs import get_logger
 from shared.sdnotify import notify
@@ -142,5 +142,7 @@ async def _serving(
     finally:
         try:
             await runner.cleanup()
-        except Exception:  # a deposed leader's last writes are refused by the fence
+        except Deposed as refused:  # what a deposed leader saves on stopping is refused
+            log.info("the fence refused a write of the stopping leader", reason=refused)
+        except Exception:
             log.exception("stopping the application failed")
