@@ -94,7 +94,8 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         str,
         Meta(
             description="etcd: the URL agents and clients reach this coordinator at, given"
-            " to them by the standbys while it leads (default: http://host:port)"
+            " to them by the standbys while it leads (default: http://host:port, the port"
+            " bound)"
         ),
     ] = ""
     join_token: Annotated[str, Meta(description="secret agents present to join")] = ""
@@ -189,13 +190,6 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         )
 
     @property
-    def advertised_url(self) -> str:
-        if self.advertise_url:
-            return self.advertise_url.rstrip("/")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    @property
     def store_location(self) -> str:
         """Where the store is, for the log."""
         if self.store == "etcd":
@@ -217,10 +211,10 @@ def _check_etcd(config: CoordinatorConfig) -> None:
     if config.advertise_url and not config.advertise_url.startswith(("http://", "https://")):
         raise ValueError(f"advertise_url {config.advertise_url!r} must be an http(s):// URL")
     wildcard = config.host in ("0.0.0.0", "::", "")
-    if config.store == "etcd" and not config.advertise_url and (config.port == 0 or wildcard):
+    if config.store == "etcd" and not config.advertise_url and wildcard:
         raise ValueError(
-            'with store = "etcd" give an advertise_url (or a fixed port and a host that is'
-            " not a wildcard): the standbys send agents and clients to the leader's URL"
+            f'with store = "etcd" and host {config.host!r} give an advertise_url: the standbys'
+            " send agents and clients to the leader's URL, which must reach it from elsewhere"
         )
     if bool(config.etcd_user) != bool(config.etcd_password):
         raise ValueError("etcd_user and etcd_password go together: give both or neither")

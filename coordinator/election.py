@@ -23,7 +23,15 @@ import contextlib
 import time
 from dataclasses import dataclass
 
-from coordinator.store import ClusterStore, CompareCreated, Event, LeaseNotFound, StoreError, Txn
+from coordinator.store import (
+    ClusterStore,
+    Compare,
+    CompareCreated,
+    Event,
+    LeaseNotFound,
+    StoreError,
+    Txn,
+)
 from coordinator.store.replica import Replica
 from shared.logs import get_logger
 
@@ -60,13 +68,28 @@ class Election:
         """Return once this coordinator holds the leader key (waiting while another does)."""
         while True:
             self._key_changed.clear()
-            if await self._replica.get(LEADER_KEY) is None:
-                won = await self._try_to_win()
-                if won is not None:
-                    return won
+            won = await self.try_to_lead()
+            if won is not None:
+                return won
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._ttl):  # in case the watch is behind
                     await self._key_changed.wait()
+
+    async def try_to_lead(self) -> Leadership | None:
+        """One attempt: the key if nobody holds it (or only a dead earlier run of this
+        coordinator: see ``_forget_own_key``), else None."""
+        entry = await self._replica.get(LEADER_KEY)
+        if entry is not None and entry.value == self._url.encode():
+            await self._forget_own_key(entry.mod_revision)
+            entry = None
+        if entry is not None:
+            return None
+        try:
+            return await self._try_to_win()
+        except StoreError as error:  # its outcome unknown: the key, if put, goes with it
+            log.warning("campaign for the leader key failed; trying again", reason=error)
+            await asyncio.sleep(0.5)
+            return None
 
     async def hold(self, leadership: Leadership) -> str:
         """Renew the lease until leadership is lost; why it was lost."""
@@ -99,6 +122,15 @@ class Election:
         except StoreError as error:
             log.warning("leader lease not revoked; it expires by itself", reason=error)
 
+    async def _forget_own_key(self, seen: int) -> None:
+        """The key names this coordinator's own URL while it does not lead: it was put by
+        an earlier run of this coordinator (this one holds the address now), killed
+        before its lease ran out. It is deleted, so a restart need not wait for the TTL.
+        Two coordinators wrongly given one URL would only depose each other in turn: the
+        fence keeps either from writing once the other holds the key."""
+        log.warning("the leader key names this coordinator's URL: an earlier run; deleting it")
+        await self._store.commit(Txn(compares=(Compare(LEADER_KEY, seen),), deletes=(LEADER_KEY,)))
+
     async def _try_to_win(self) -> Leadership | None:
         lease = await self._store.grant_lease(self._ttl)
         absent = CompareCreated(LEADER_KEY, 0)
@@ -107,6 +139,9 @@ class Election:
             result = await self._store.commit(txn)
         except LeaseNotFound:
             return None  # granted, then expired before the commit (a long pause)
+        except StoreError:
+            await self._store.revoke_lease(lease)
+            raise
         if result.succeeded:
             return Leadership(won_at=result.revision, lease=lease)
         await self._store.revoke_lease(lease)

@@ -1,6 +1,6 @@
 """A coordinator on etcd: a warm standby until elected, the leader until it is not.
 
-    await serve_on_etcd(config, listener, stopping)
+    await serve_on_etcd(config, listener, url, stopping)
 
 The process follows the whole store in memory (``Replica``) from the start and campaigns
 for the leader key (``Election``). Meanwhile it serves the standby application
@@ -46,24 +46,29 @@ T = TypeVar("T")
 
 
 async def serve_on_etcd(
-    config: CoordinatorConfig, listener: socket.socket, stopping: asyncio.Future[None]
+    config: CoordinatorConfig, listener: socket.socket, url: str, stopping: asyncio.Future[None]
 ) -> None:
-    """Serve as standby or leader, in turn, until ``stopping`` is done."""
+    """Serve as standby or leader, in turn, until ``stopping`` is done; ``url`` is where
+    the others send agents and clients while this coordinator leads."""
     store = await EtcdStore.open(config.etcd)
     replica = await Replica.follow(store)
-    url = config.advertised_url
     election = Election(store, replica, url=url, ttl=config.leader_ttl_seconds)
     log.info("store opened", store=config.store_location, revision=replica.revision, advertise=url)
     try:
+        # One attempt before serving anything: a coordinator alone (or the first up)
+        # leads at once, and nobody is told "no leader yet" meanwhile.
+        won = await election.try_to_lead()
         while not stopping.done():
-            standby = make_standby_app(config.join_token, election.leader_url)
-            async with _serving(standby, listener, shutdown_s=0.5):
-                log.info("standby", leader=await election.leader_url() or "none yet")
-                notify("READY=1", "STATUS=standby")
-                won = await _unless_stopping(election.campaign(), stopping)
             if won is None:
-                return
-            await _lead(config, listener, replica, election, won, stopping)
+                standby = make_standby_app(config.join_token, election.leader_url)
+                async with _serving(standby, listener, shutdown_s=0.5):
+                    log.info("standby", leader=await election.leader_url() or "none yet")
+                    notify("READY=1", "STATUS=standby")
+                    won = await _unless_stopping(election.campaign(), stopping)
+                if won is None:
+                    return
+            await _lead(config, listener, url, replica, election, won, stopping)
+            won = None
     finally:
         await replica.close()
 
@@ -71,6 +76,7 @@ async def serve_on_etcd(
 async def _lead(
     config: CoordinatorConfig,
     listener: socket.socket,
+    url: str,
     replica: Replica,
     election: Election,
     won: Leadership,
@@ -87,11 +93,11 @@ async def _lead(
         async with _serving(make_app(config, store=fenced), listener, shutdown_s=5.0):
             log.warning(
                 "leading",
-                url=config.advertised_url,
+                url=url,
                 revision=replica.revision,
                 took_s=round(time.monotonic() - started, 3),
             )
-            notify("STATUS=leader")
+            notify("READY=1", "STATUS=leader")
             losing = asyncio.create_task(_lost(election, won, deposed))
             why = await _unless_stopping(losing, stopping)
             if why is None:

@@ -148,17 +148,19 @@ async def _serve_on_etcd(config: CoordinatorConfig) -> None:
     except OSError as error:
         raise ListenError(error.strerror or str(error)) from error
     stopping = asyncio.ensure_future(stop_signal())
+    bound = _url(listener.getsockname()[:2])
     try:
         log.info(
             "coordinator listening",
-            url=_url(listener.getsockname()[:2]),
+            url=bound,
             store=config.store_location,
             lease_s=config.lease_seconds,
             heartbeat_s=config.heartbeat_seconds,
             leader_ttl_s=config.leader_ttl_seconds,
         )
         async with systemd_watchdog():
-            await serve_on_etcd(config, listener, stopping)
+            url = config.advertise_url.rstrip("/") or bound
+            await serve_on_etcd(config, listener, url, stopping)
     finally:
         stopping.cancel()
         listener.close()
