@@ -1,8 +1,8 @@
 """A small synchronous client for the coordinator's API (a CLI needs no event loop).
 
-With several coordinators (``server`` lists them, comma-separated) a request that finds
-no coordinator, or one that answers 503 ``not_leader`` (a standby that knows no leader
-yet), goes to the next; a standby's ``307`` is followed with the same method, body and
+With several coordinators (``server`` lists them, comma-separated) a request refused a
+connection, or answered 503 ``not_leader`` (by a standby that knows no leader yet), goes
+to the next; a standby's ``307`` is followed with the same method, body and
 token, and the leader it names is used for the client's later requests.
 """
 
@@ -84,8 +84,11 @@ class ApiClient:
                     raise ApiClientError(message) from None
                 time.sleep(NOT_LEADER_WAIT_SECONDS)
             except (urllib.error.URLError, OSError) as error:
-                if unreachable + 1 >= self._servers.count:
-                    reason = getattr(error, "reason", error)
+                reason = getattr(error, "reason", error)
+                # Only a request never sent goes to the next coordinator: one cut off once
+                # sent may have been applied, and the caller must hear so.
+                never_sent = isinstance(reason, ConnectionRefusedError)
+                if not never_sent or unreachable + 1 >= self._servers.count:
                     raise ApiClientError(
                         f"cannot reach the coordinator at {self.server}: {reason}"
                     ) from None
