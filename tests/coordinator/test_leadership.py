@@ -176,3 +176,18 @@ async def test_a_refusal_of_the_services_own_compare_is_no_deposition(
         stale = Txn(compares=(Compare("/q", 12345),), puts={"/q": b"x"})
         assert not (await fenced.commit(stale)).succeeded
         assert (await fenced.commit(Txn(puts={"/q": b"y"}))).succeeded
+
+
+async def test_a_restart_at_the_same_url_takes_its_earlier_runs_key_at_once(
+    prefix_stores: list[EtcdStore],
+) -> None:
+    earlier, restarted, _ = prefix_stores
+    async with following(earlier) as old_replica:
+        killed = await Election(earlier, old_replica, url="http://c0:7600", ttl=30).campaign()
+    async with following(restarted) as replica:
+        election = Election(restarted, replica, url="http://c0:7600", ttl=30)
+        won = await asyncio.wait_for(election.try_to_lead(), 2.0)  # not after 30 s
+        assert won is not None
+        assert won.won_at > killed.won_at
+        other = Election(restarted, replica, url="http://c1:7600", ttl=30)
+        assert await other.try_to_lead() is None  # another URL waits for the key
