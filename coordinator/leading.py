@@ -85,6 +85,8 @@ async def _lead(
     started = time.monotonic()
     log.warning("elected leader; taking over", key_revision=won.won_at)
     deposed = asyncio.Event()
+    # Renewed from the start: loading a large store must not let the lease run out.
+    losing = asyncio.create_task(_lost(election, won, deposed))
     try:
         await replica.caught_up(won.won_at)
         fenced = FencedStore(
@@ -98,7 +100,6 @@ async def _lead(
                 took_s=round(time.monotonic() - started, 3),
             )
             notify("READY=1", "STATUS=leader")
-            losing = asyncio.create_task(_lost(election, won, deposed))
             why = await _unless_stopping(losing, stopping)
             if why is None:
                 log.info("coordinator stopping")
@@ -106,6 +107,7 @@ async def _lead(
             else:
                 log.warning("no longer the leader; standing by", reason=why)
     finally:
+        losing.cancel()
         if stopping.done():
             await election.resign(won)
 
