@@ -344,6 +344,7 @@ async def test_live_answers_match_the_documented_schemas(cluster: Coordinator) -
         return value
 
     await call("GET", "/healthz", 200, token=None)
+    await call("GET", "/readyz", 200, token=None)
     await call("GET", "/metrics", 200, token=None)
     await call("GET", "/v1/nodes", 200)
     await call("GET", "/v1/nodes", 401, token=None)
