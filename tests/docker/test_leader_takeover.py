@@ -13,11 +13,12 @@ from pathlib import Path
 import docker
 import pytest
 
+from agent.runtime.labels import node_filter
 from client.api import ApiClient, ApiClientError
 from tests.coordinator.store_engines import etcd_settings
 from tests.docker.clusters import wait_until_running
 from tests.docker.conftest import IMAGE
-from tests.docker.runtimes import cpus, managed, node_filter, remove_all, started_at
+from tests.docker.runtimes import cpus, managed, remove_all, started_at
 from tests.e2e.conftest import services
 from tests.e2e.coordinator_group import TTL_SECONDS, CoordinatorGroup
 from tests.e2e.processes import API_TOKEN, Service, api, wait_for_node_state
