@@ -191,3 +191,27 @@ async def test_a_restart_at_the_same_url_takes_its_earlier_runs_key_at_once(
         assert won.won_at > killed.won_at
         other = Election(restarted, replica, url="http://c1:7600", ttl=30)
         assert await other.try_to_lead() is None  # another URL waits for the key
+
+
+async def test_concurrent_fenced_commits_leave_the_replica_equal_to_etcd(
+    prefix_stores: list[EtcdStore],
+) -> None:
+    store, other, _ = prefix_stores
+    async with following(store) as replica:
+        won = await Election(store, replica, url="http://c0:7600", ttl=5).campaign()
+        fenced = FencedStore(replica, LEADER_KEY, won.won_at, witness=store, on_deposed=pytest.fail)
+
+        async def bump(key: str) -> bool:
+            """Compare-and-swap a counter, as the services do: read, then commit."""
+            entry = await fenced.get(key)
+            seen = entry.mod_revision if entry else 0
+            value = int(entry.value) + 1 if entry else 1
+            txn = Txn(compares=(Compare(key, seen),), puts={key: str(value).encode()})
+            return (await fenced.commit(txn)).succeeded
+
+        outcomes = await asyncio.gather(*(bump(f"/n/{i % 7}") for i in range(140)))
+        await other.commit(Txn(puts={"/elsewhere": b"by another writer"}))
+        await replica.caught_up(other.revision)
+        assert await replica.range("") == await store.range("")
+    counted = sum(int(e.value) for e in await store.range("/n/"))
+    assert counted == sum(outcomes)  # every success counted once, every refusal not at all
