@@ -12,12 +12,19 @@ from shared.cpuset import CpuSet, CpuSetError
 from shared.inventory import MAX_EXTENDED, ExtendedName, ExtendedUnits
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 from shared.resource_names import extended_name_problem
+from shared.servers import split_servers
 
 ENV_PREFIX = "ALLOT_AGENT_"
 
 
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
-    server: Annotated[str, Meta(description="the coordinator's base URL")] = "http://127.0.0.1:7600"
+    server: Annotated[
+        str,
+        Meta(
+            description="the coordinator's base URL, or several comma-separated (coordinators"
+            " on etcd: the agent finds the leader among them)"
+        ),
+    ] = "http://127.0.0.1:7600"
     join_token: Annotated[str, Meta(description="the coordinator's join token")] = ""
     node_name: Annotated[str, Meta(description="this node's name (default: the hostname)")] = ""
     sysfs_root: Annotated[str, Meta(description="filesystem root holding sys/ to read")] = "/"
@@ -70,8 +77,9 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     def __post_init__(self) -> None:
-        if not self.server.startswith(("http://", "https://")):
-            raise ValueError(f"server {self.server!r} must be an http:// or https:// URL")
+        for url in self.servers or [self.server]:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"server {url!r} must be an http:// or https:// URL")
         try:
             CpuSet.parse(self.reserved_cpus)
         except CpuSetError as error:
@@ -94,7 +102,6 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
         return CpuSet.parse(self.reserved_cpus)
 
     @property
-    def agent_url(self) -> str:
-        """The websocket URL of the coordinator's agent socket."""
-        base = self.server.rstrip("/")
-        return "ws" + base.removeprefix("http") + "/v1/agent"
+    def servers(self) -> list[str]:
+        """The coordinators' base URLs, in the order given."""
+        return split_servers(self.server)

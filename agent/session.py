@@ -9,8 +9,15 @@ node's lease is, how often to send heartbeats, and the node's whole desired stat
 goes back as a ``status`` frame. The session lasts until the socket closes or nothing
 at all (not even a pong to the agent's websocket pings) has arrived for a lease length.
 After any failure the next attempt waits a capped, fully jittered exponential backoff;
-a welcome resets it. State changes are logged once; a failure repeated with the same
-reason is logged at debug so a long outage does not flood the journal.
+a welcome resets it.
+
+With several coordinators (``server`` lists them; on etcd one leads, the others stand
+by) an attempt that finds no answer moves on to the next one in the list, and a standby
+answers with an ``error`` frame ``not_leader`` naming the leader, which the next attempt
+goes to at once (after the backoff only if it was sent on in vain twice in a row).
+
+State changes are logged once; a failure repeated with the same reason is logged at
+debug so a long outage does not flood the journal.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from shared.backoff import Backoff
 from shared.inventory import Inventory
 from shared.logs import get_logger
 from shared.protocol import (
+    NOT_LEADER,
     PROTOCOL_VERSION,
     SUBPROTOCOL,
     Desired,
@@ -39,6 +47,7 @@ from shared.protocol import (
     encode,
 )
 from shared.sdnotify import notify
+from shared.servers import Servers, agent_socket_url
 
 log = get_logger("allot.agent")
 
@@ -52,22 +61,43 @@ class Refused(Exception):
     """The coordinator turned this agent away (token, protocol version, node name)."""
 
 
+class NotLeader(Exception):
+    """The coordinator is a standby; ``leader`` is the leader's URL ("": not known)."""
+
+    def __init__(self, leader: str) -> None:
+        super().__init__(f"a standby; the leader is {leader or 'not known yet'}")
+        self.leader = leader
+
+
 async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) -> None:
     """Keep this node registered with the coordinator until cancelled."""
     backoff = Backoff(initial=config.backoff_initial_seconds, cap=config.backoff_max_seconds)
+    servers = Servers(config.servers)
     last_failure = ""
-    log.info("connecting to coordinator", url=config.agent_url, node=config.name)
+    sent_on = 0  # attempts in a row that a standby sent elsewhere
+    log.info("connecting to coordinator", url=",".join(config.servers), node=config.name)
     async with aiohttp.ClientSession(timeout=HANDSHAKE_TIMEOUT) as http:
         while True:
             failure, report = "", log.warning
+            url = servers.current
             try:
-                ended = await _session(http, config, inventory, runtime, backoff)
+                ended = await _session(http, config, url, inventory, runtime, backoff)
+            except NotLeader as standby:
+                servers.follow(standby.leader)
+                sent_on += 1
+                log.info("coordinator is a standby", url=url, leader=standby.leader or "unknown")
+                if sent_on < 2:
+                    continue
+                failure = f"{url} is a standby and sends this agent on to {servers.current}"
             except Refused as error:
                 failure, report = f"refused: {error}", log.error
             except (aiohttp.ClientError, OSError, TimeoutError, ProtocolError) as error:
-                failure = _describe(error)
+                failure = f"{url}: {_describe(error)}"
+                servers.failed()
+                sent_on = 0
             else:
-                log.warning("disconnected from coordinator", reason=ended)
+                sent_on = 0
+                log.warning("disconnected from coordinator", url=url, reason=ended)
                 notify(f"STATUS=disconnected ({ended}); reconnecting")
             delay = backoff.next_delay()
             if failure and failure != last_failure:
@@ -84,6 +114,7 @@ async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) 
 async def _session(
     http: aiohttp.ClientSession,
     config: AgentConfig,
+    url: str,
     inventory: Inventory,
     runtime: Runtime,
     backoff: Backoff,
@@ -91,7 +122,7 @@ async def _session(
     """One connection: returns why a registered session ended; raises if none began."""
     try:
         ws = await http.ws_connect(
-            config.agent_url,
+            agent_socket_url(url),
             protocols=(SUBPROTOCOL,),
             headers={"Authorization": f"Bearer {config.join_token}"},
             max_msg_size=config.max_frame_bytes,
@@ -118,12 +149,12 @@ async def _session(
         log.info(
             "registered with coordinator",
             node=welcome.node,
-            url=config.agent_url,
+            url=url,
             lease_s=welcome.lease_seconds,
             heartbeat_s=welcome.heartbeat_seconds,
             retries=retries,
         )
-        notify(f"STATUS=registered with {config.server} as {welcome.node}")
+        notify(f"STATUS=registered with {url} as {welcome.node}")
         runtime.set_desired(welcome.revision, welcome.containers, full=True, welcome=True)
         helpers = [
             asyncio.create_task(_heartbeats(ws, runtime, welcome.heartbeat_seconds)),
@@ -143,6 +174,8 @@ async def _await_welcome(ws: aiohttp.ClientWebSocketResponse, config: AgentConfi
     if message.type != aiohttp.WSMsgType.BINARY:
         raise ConnectionError(f"the coordinator closed the socket before welcome ({ws.close_code})")
     frame = decode_from_coordinator(message.data, max_bytes=config.max_frame_bytes)
+    if isinstance(frame, Error) and frame.code == NOT_LEADER:
+        raise NotLeader(frame.leader)
     if isinstance(frame, Error):
         raise Refused(f"{frame.message} ({frame.code})")
     if not isinstance(frame, Welcome):

@@ -1,16 +1,26 @@
-"""A small synchronous client for the coordinator's API (a CLI needs no event loop)."""
+"""A small synchronous client for the coordinator's API (a CLI needs no event loop).
+
+With several coordinators (``server`` lists them, comma-separated) a request refused a
+connection, or answered 503 ``not_leader`` (by a standby that knows no leader yet), goes
+to the next; a standby's ``307`` is followed with the same method, body and
+token, and the leader it names is used for the client's later requests.
+"""
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 
+from shared.servers import Servers, split_servers
 from shared.text import table
 
 TIMEOUT_SECONDS = 10.0
+MAX_REDIRECTS = 3
+NOT_LEADER_WAIT_SECONDS = 0.5  # a standby that knows no leader yet: an election is on
 
 
 class ApiClientError(Exception):
@@ -34,14 +44,29 @@ class ApiClientError(Exception):
         self.details: Mapping[str, object] = details or {}
 
 
+class _KeepRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib follows a 307 only for GET, and would keep no body; ``_send`` does it."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_KeepRedirects)
+
+
 class ApiClient:
     def __init__(self, server: str, token: str) -> None:
-        self.server = server.rstrip("/")
+        self._servers = Servers(split_servers(server) or [server])
         self._token = token
+
+    @property
+    def server(self) -> str:
+        """The coordinator the next request goes to."""
+        return self._servers.current
 
     def get(self, path: str) -> bytes:
         """The body of a successful GET; an HTTP error raises with the server's message."""
-        return self._send(urllib.request.Request(self.server + path))
+        return self._send("GET", path)
 
     def post(self, path: str, body: object) -> bytes:
         """The body of a successful POST of ``body`` as JSON."""
@@ -54,30 +79,47 @@ class ApiClient:
         return self._send_json("PATCH", path, body)
 
     def delete(self, path: str) -> bytes:
-        return self._send(urllib.request.Request(self.server + path, method="DELETE"))
+        return self._send("DELETE", path)
 
     def _send_json(self, method: str, path: str, body: object) -> bytes:
-        request = urllib.request.Request(
-            self.server + path,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method=method,
-        )
-        return self._send(request)
+        return self._send(method, path, json.dumps(body).encode())
 
-    def _send(self, request: urllib.request.Request) -> bytes:
+    def _send(self, method: str, path: str, data: bytes | None = None) -> bytes:
+        redirects = 0
+        unreachable = 0  # coordinators in a row that gave no usable answer
+        while True:
+            try:
+                return self._send_once(method, self.server + path, data)
+            except urllib.error.HTTPError as error:
+                location = error.headers.get("Location", "")
+                if error.code in (307, 308) and location and redirects < MAX_REDIRECTS:
+                    redirects += 1
+                    self._servers.follow(location.removesuffix(path))
+                    continue
+                answered = _answered(error)
+                if answered.code != "not_leader" or unreachable + 1 >= self._servers.count:
+                    raise answered from None
+                time.sleep(NOT_LEADER_WAIT_SECONDS)
+            except (urllib.error.URLError, OSError) as error:
+                reason = getattr(error, "reason", error)
+                # Only a request never sent goes to the next coordinator: one cut off once
+                # sent may have been applied, and the caller must hear so.
+                never_sent = isinstance(reason, ConnectionRefusedError)
+                if not never_sent or unreachable + 1 >= self._servers.count:
+                    raise ApiClientError(
+                        f"cannot reach the coordinator at {self.server}: {reason}"
+                    ) from None
+            unreachable += 1
+            self._servers.failed()
+
+    def _send_once(self, method: str, url: str, data: bytes | None) -> bytes:
+        request = urllib.request.Request(url, data=data, method=method)
         request.add_header("Authorization", f"Bearer {self._token}")
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
-                body: bytes = response.read()
-                return body
-        except urllib.error.HTTPError as error:
-            raise _answered(error) from None
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            raise ApiClientError(
-                f"cannot reach the coordinator at {self.server}: {reason}"
-            ) from None
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        with _opener.open(request, timeout=TIMEOUT_SECONDS) as response:
+            body: bytes = response.read()
+            return body
 
 
 def quote(segment: str) -> str:

@@ -9,6 +9,10 @@ The client is ``client_id`` within a namespace. ``namespace`` names it in every 
 left out, the coordinator takes the token's only namespace (an admin token: the
 cluster's own clients), and a token of several namespaces is refused until one is named.
 
+``url`` may list several coordinators, comma-separated (on etcd one leads, the others
+stand by): a standby's 307 is followed to the leader, which later requests go to, and a
+coordinator that does not answer usably makes the next request go to the next one.
+
 One task, the refresh loop, sends every request, so requests never overlap and their
 answers are applied in the order they were sent. A request is one bulk
 ``POST /v1/capacity`` for every resource the client holds, preceded by a
@@ -63,10 +67,12 @@ from shared.lease_protocol import (
 )
 from shared.logs import get_logger
 from shared.resource_names import is_rfc1123_label
+from shared.servers import Servers, split_servers
 
 log = get_logger("allot.leases")
 
 CAPACITY_PATH = "/v1/capacity"
+MAX_REDIRECTS = 3
 RELEASE_PATH = "/v1/capacity/release"
 
 
@@ -284,7 +290,7 @@ class LeaseClient:
             )
         self.client_id = client_id if client_id is not None else default_client_id()
         self.namespace = namespace
-        self._url = url.rstrip("/")
+        self._servers = Servers(split_servers(url) or [url])
         self._token = token
         self._min_refresh_interval = min_refresh_interval
         self._timeout = timeout
@@ -536,20 +542,40 @@ class LeaseClient:
                 handle._accept(answer)
 
     async def _post(self, path: str, request: msgspec.Struct) -> bytes:
-        """One POST; the body of a 200, else ``LeaseError`` or ``_Unavailable``."""
+        """One POST; the body of a 200, else ``LeaseError`` or ``_Unavailable``.
+
+        A standby's 307 is followed (the token would not be sent on by aiohttp to another
+        address) and its leader kept for the next requests; a coordinator that gives no
+        usable answer makes the next request go to the next one listed."""
         assert self._http is not None, "requests are sent only after _start()"
+        data = to_json(request)
+        for _ in range(MAX_REDIRECTS):
+            try:
+                response, body = await self._post_once(self._servers.current + path, data)
+            except _Unavailable:
+                self._servers.failed()
+                raise
+            location = response.headers.get("Location", "")
+            if response.status not in (307, 308) or not location:
+                break
+            self._servers.follow(location.removesuffix(path))
+        if response.status >= 500:
+            self._servers.failed()
+        if response.status == 200:
+            return body
+        if response.status >= 500 or response.status in (307, 308, 408, 429):
+            raise _Unavailable(f"HTTP {response.status} from the coordinator")
+        raise _refusal(response.status, body)
+
+    async def _post_once(self, url: str, data: bytes) -> tuple[aiohttp.ClientResponse, bytes]:
+        assert self._http is not None
         try:
-            async with self._http.post(self._url + path, data=to_json(request)) as response:
-                body = await response.read()
+            async with self._http.post(url, data=data, allow_redirects=False) as response:
+                return response, await response.read()
         except TimeoutError as error:
             raise _Unavailable(f"no answer within {self._timeout:g}s") from error
         except (aiohttp.ClientError, OSError) as error:
             raise _Unavailable(str(error) or type(error).__name__) from error
-        if response.status == 200:
-            return body
-        if response.status >= 500 or response.status in (408, 429):
-            raise _Unavailable(f"HTTP {response.status} from the coordinator")
-        raise _refusal(response.status, body)
 
     async def _release_on_close(self, resource_ids: list[str]) -> None:
         request = self._release_request(resource_ids)

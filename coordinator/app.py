@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -42,6 +42,7 @@ from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService, cluster_total
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
+from coordinator.store import Store
 from coordinator.store.opening import open_store
 from shared.logs import get_logger
 
@@ -50,14 +51,16 @@ log = get_logger("allot.coordinator")
 MAX_REQUEST_BYTES = 1024 * 1024
 
 
-def make_app(config: CoordinatorConfig) -> web.Application:
+def make_app(config: CoordinatorConfig, store: Store | None = None) -> web.Application:
+    """The application; on ``store`` if given (the elected leader's fenced store, which
+    outlives the application), else on the store the settings choose."""
     app = web.Application(
         middlewares=[json_errors, api_tokens_middleware(config)],
         client_max_size=MAX_REQUEST_BYTES,
     )
     app[CONFIG] = config
     app[METRICS] = Metrics()
-    app.cleanup_ctx.append(_store)
+    app.cleanup_ctx.append(_store if store is None else _given_store(store))
     app.cleanup_ctx.append(_registry)
     app.cleanup_ctx.append(_leases)
     app.cleanup_ctx.append(_quotas)
@@ -94,6 +97,14 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
     app[STORE] = store
     yield
     await store.close()
+
+
+def _given_store(store: Store) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def given(app: web.Application) -> AsyncIterator[None]:
+        app[STORE] = store
+        yield
+
+    return given
 
 
 async def _registry(app: web.Application) -> AsyncIterator[None]:

@@ -81,6 +81,23 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     etcd_timeout_seconds: Annotated[
         float, Meta(gt=0, description="per etcd call, and to connect to one member")
     ] = 10.0
+    leader_ttl_seconds: Annotated[
+        int,
+        Meta(
+            ge=2,
+            le=60,
+            description="etcd: the leader's key lives this long after its last renewal;"
+            " a standby takes over about this long after the leader dies",
+        ),
+    ] = 5
+    advertise_url: Annotated[
+        str,
+        Meta(
+            description="etcd: the URL agents and clients reach this coordinator at, given"
+            " to them by the standbys while it leads (default: http://host:port, the port"
+            " bound)"
+        ),
+    ] = ""
     join_token: Annotated[str, Meta(description="secret agents present to join")] = ""
     api_tokens: Annotated[
         list[str], Meta(description="secrets API clients present (comma-separated)")
@@ -191,6 +208,14 @@ def _check_etcd(config: CoordinatorConfig) -> None:
         check_root(config.etcd_prefix)
     except ValueError as error:
         raise ValueError(str(error)) from None
+    if config.advertise_url and not config.advertise_url.startswith(("http://", "https://")):
+        raise ValueError(f"advertise_url {config.advertise_url!r} must be an http(s):// URL")
+    wildcard = config.host in ("0.0.0.0", "::", "")
+    if config.store == "etcd" and not config.advertise_url and wildcard:
+        raise ValueError(
+            f'with store = "etcd" and host {config.host!r} give an advertise_url: the standbys'
+            " send agents and clients to the leader's URL, which must reach it from elsewhere"
+        )
     if bool(config.etcd_user) != bool(config.etcd_password):
         raise ValueError("etcd_user and etcd_password go together: give both or neither")
     if bool(config.etcd_cert_file) != bool(config.etcd_key_file):

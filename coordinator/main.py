@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import ENV_PREFIX, CoordinatorConfig
+from coordinator.leading import serve_on_etcd
 from coordinator.store import StoreError
 from coordinator.store.etcd import check_root
 from coordinator.store.etcd_link import EtcdSettings, endpoint_problem
@@ -133,6 +135,43 @@ def settle_heap() -> None:
 
 
 async def serve(config: CoordinatorConfig) -> None:
+    if config.store == "etcd":
+        await _serve_on_etcd(config)
+    else:
+        await _serve_alone(config)
+
+
+async def _serve_on_etcd(config: CoordinatorConfig) -> None:
+    """Several coordinators on one etcd prefix: one leads, the others stand by."""
+    try:
+        listener = socket.create_server((config.host, config.port), reuse_port=False)
+    except OSError as error:
+        raise ListenError(error.strerror or str(error)) from error
+    stopping = asyncio.ensure_future(stop_signal())
+    bound = _url(listener.getsockname()[:2])
+    try:
+        log.info(
+            "coordinator listening",
+            url=bound,
+            store=config.store_location,
+            lease_s=config.lease_seconds,
+            heartbeat_s=config.heartbeat_seconds,
+            leader_ttl_s=config.leader_ttl_seconds,
+        )
+        async with systemd_watchdog():
+            url = config.advertise_url.rstrip("/") or bound
+            await serve_on_etcd(config, listener, url, stopping)
+    finally:
+        stopping.cancel()
+        listener.close()
+
+
+def _url(address: tuple[str, int]) -> str:
+    host, port = address
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def _serve_alone(config: CoordinatorConfig) -> None:
     runner = web.AppRunner(make_app(config), access_log=None, shutdown_timeout=5.0)
     gc.disable()  # until settle_heap: loading the store makes long-lived objects only
     try:
@@ -145,8 +184,7 @@ async def serve(config: CoordinatorConfig) -> None:
             await site.start()
         except OSError as error:
             raise ListenError(error.strerror or str(error)) from error
-        host, port = runner.addresses[0][:2]
-        url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        url = _url(runner.addresses[0][:2])
         log.info(
             "coordinator listening",
             url=url,

@@ -185,10 +185,18 @@ class Desired(msgspec.Struct, frozen=True, kw_only=True, tag="desired", tag_fiel
     removed: list[str] = []  # container ids no longer desired (with full=False)
 
 
-class Error(msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field="type"):
+class Error(
+    msgspec.Struct, frozen=True, kw_only=True, tag="error", tag_field="type", omit_defaults=True
+):
     code: Name
     message: Message
+    # With ``code`` NOT_LEADER: the leader's URL ("" while the standby knows none). Left
+    # out when empty, so the frames of protocol 1 are unchanged; an agent that does not
+    # know the field ignores it and tries again later.
+    leader: Message = ""
 
+
+NOT_LEADER = "not_leader"  # a standby coordinator's answer to an agent
 
 AgentFrame = Hello | Heartbeat | Status | Error
 CoordinatorFrame = Welcome | Desired | Error

@@ -49,7 +49,7 @@ class Member:
 
 class EtcdCluster:
     def __init__(self, root: Path, size: int = 3) -> None:
-        ports = _free_ports(2 * size)
+        ports = free_ports(2 * size)
         self.members = [
             Member(f"m{i}", ports[2 * i], ports[2 * i + 1], root / f"m{i}") for i in range(size)
         ]
@@ -163,7 +163,7 @@ def _etcdctl(endpoint: str, *args: str) -> Any:
     return json.loads(out)
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """Ports free now on 127.0.0.1 (each socket is held until all are picked)."""
     sockets = []
     try:

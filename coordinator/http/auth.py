@@ -20,7 +20,7 @@ from coordinator.errors import Unauthorized
 from coordinator.http.errors import Handler
 from coordinator.http.roles import ADMIN, PRINCIPAL, Principal, namespace_principal
 
-OPEN_PATHS = frozenset({"/healthz", "/metrics"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 AGENT_PATH = "/v1/agent"
 BEARER_HINT = {"expected": "an 'Authorization: Bearer <token>' header"}
 

@@ -1,6 +1,7 @@
 """Health, nodes and metrics over HTTP. Handlers only read state and shape JSON.
 
 GET /healthz            {"status": "ok"} (no token)
+GET /readyz             {"status": "ok", "role": "leader"} (no token; see coordinator.standby)
 GET /metrics            Prometheus text (no token)
 GET /v1/nodes           every node's record, and whether it is cordoned
 GET /v1/nodes/{name}    one node's record, and whether it is cordoned
@@ -18,6 +19,10 @@ from shared.api.nodes import NodeView
 
 async def healthz(request: web.Request) -> web.Response:
     return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok", "role": "leader"})
 
 
 async def list_nodes(request: web.Request) -> web.Response:
@@ -42,6 +47,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/v1/nodes", list_nodes)
     app.router.add_get("/v1/nodes/{name}", get_node)

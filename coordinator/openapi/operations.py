@@ -213,6 +213,19 @@ _SYSTEM = (
     ),
     Operation(
         "GET",
+        "/readyz",
+        id="getReadiness",
+        summary="Readiness: this coordinator leads",
+        tag="system",
+        who="open",
+        response="Readiness",
+        examples={"the leader": {"status": "ok", "role": "leader"}},
+        description="For load balancers: 200 on the leader only. With several coordinators"
+        ' on etcd a standby answers 503 {"status": "standby", "role": "standby",'
+        ' "leader": <the leader\'s URL, or empty while none is known>}.',
+    ),
+    Operation(
+        "GET",
         "/metrics",
         id="getMetrics",
         summary="Prometheus metrics",

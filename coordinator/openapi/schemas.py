@@ -87,6 +87,11 @@ SCHEMAS: dict[str, Schema] = {
         description="Every error answer has this body.",
     ),
     "Health": obj({"status": {"enum": ["ok"]}}),
+    "Readiness": obj(
+        {"status": {"enum": ["ok"]}, "role": {"enum": ["leader"]}},
+        description="This coordinator leads and decides. A standby (several coordinators"
+        " on etcd) answers 503 with role standby and the leader's URL in leader.",
+    ),
     "Empty": obj({}, closed=True, description="An empty object: done, nothing to say."),
     "NodeList": obj({"nodes": array(ref("NodeView"))}),
     "NodeCordon": obj({"node": STRING, "cordoned": BOOLEAN}),

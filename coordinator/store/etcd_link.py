@@ -73,7 +73,7 @@ class EtcdLink:
         for _ in range(len(self._targets)):
             index = self._current
             try:
-                stubs, metadata = await self._connect(index)
+                stubs, metadata = await self._connect(index, patient=not retry)
                 return await request(stubs, metadata)
             except _Unreachable as unreachable:
                 problems.append(f"{self._targets[index]}: {unreachable}")
@@ -98,7 +98,7 @@ class EtcdLink:
         if self._current == index:
             self._current = (index + 1) % len(self._targets)
 
-    async def _connect(self, index: int) -> tuple[Stubs, Metadata]:
+    async def _connect(self, index: int, *, patient: bool) -> tuple[Stubs, Metadata]:
         channel = self._channels.get(index)
         if channel is None:
             target = self._targets[index]
@@ -107,14 +107,29 @@ class EtcdLink:
             else:
                 channel = grpc.aio.secure_channel(target, self._tls, options=_OPTIONS)
             self._channels[index] = channel
-        try:
-            await asyncio.wait_for(channel.channel_ready(), self.settings.timeout_s)
-        except TimeoutError:
-            raise _Unreachable(f"not connected within {self.settings.timeout_s:g}s") from None
+        await self._ready(channel, patient=patient)
         if index not in self._metadata:
             self._metadata[index] = await self._authenticate(channel)
         stubs = Stubs(rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel))
         return stubs, self._metadata[index]
+
+    async def _ready(self, channel: grpc.aio.Channel, *, patient: bool) -> None:
+        """Return once ``channel`` is connected. Unless ``patient``, a member that refuses
+        the connection (a killed one) fails at once, so a call safe to send elsewhere moves
+        on to the next member instead of waiting out the timeout: a leader's lease renewal
+        must not wait that long. A commit waits: when the member killed was etcd's raft
+        leader, the others answer a commit sent at once with "request timed out" (its
+        outcome unknown) until they have elected another, which the wait covers."""
+        try:
+            async with asyncio.timeout(self.settings.timeout_s):
+                state = channel.get_state(try_to_connect=True)
+                while state != grpc.ChannelConnectivity.READY:
+                    if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and not patient:
+                        raise _Unreachable("the connection failed")
+                    await channel.wait_for_state_change(state)
+                    state = channel.get_state(try_to_connect=True)
+        except TimeoutError:
+            raise _Unreachable(f"not connected within {self.settings.timeout_s:g}s") from None
 
     async def _authenticate(self, channel: grpc.aio.Channel) -> Metadata:
         """A token of this member (etcd's simple tokens are per member), or none."""

@@ -13,6 +13,12 @@ async def test_health_is_open(coordinator: Coordinator) -> None:
     assert await response.json() == {"status": "ok"}
 
 
+async def test_a_coordinator_alone_is_always_ready_as_the_leader(coordinator: Coordinator) -> None:
+    response = await coordinator.get("/readyz", token=None)
+    assert response.status == 200
+    assert await response.json() == {"status": "ok", "role": "leader"}
+
+
 async def test_metrics_are_open_prometheus_text(coordinator: Coordinator) -> None:
     response = await coordinator.get("/metrics", token=None)
     assert response.status == 200

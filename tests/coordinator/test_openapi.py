@@ -256,7 +256,7 @@ def test_every_operation_is_described_completely() -> None:
                 assert content, where
             for media in content.values():
                 assert media["examples"], f"{where} {status}"
-        is_open = path in ("/healthz", "/metrics")
+        is_open = path in ("/healthz", "/readyz", "/metrics")
         assert (operation["security"] == []) == is_open, where
         if not is_open:
             assert "401" in operation["responses"], where
@@ -345,6 +345,7 @@ async def test_live_answers_match_the_documented_schemas(cluster: Coordinator) -
         return value
 
     await call("GET", "/healthz", 200, token=None)
+    await call("GET", "/readyz", 200, token=None)
     await call("GET", "/metrics", 200, token=None)
     await call("GET", "/v1/nodes", 200)
     await call("GET", "/v1/nodes", 401, token=None)

@@ -57,11 +57,30 @@ def test_etcd_settings_pass_through(tmp_path: Path) -> None:
         pytest.param({"etcd_user": "u"}, "give both or neither", id="user-only"),
         pytest.param({"etcd_cert_file": "/c"}, "give both or neither", id="cert-only"),
         pytest.param({"etcd_ca_file": "/nonexistent/ca"}, "not a readable file", id="ca"),
+        pytest.param(
+            {"store": "etcd", "etcd_endpoints": ["e:2379"], "host": "0.0.0.0"},
+            "give an advertise_url",
+            id="wildcard-unadvertised",
+        ),
+        pytest.param({"advertise_url": "c1:7600"}, "must be an http", id="advertise-url"),
     ],
 )
 def test_bad_etcd_settings_are_refused(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         CoordinatorConfig(**TOKENS, **settings)
+
+
+def test_leader_settings_have_defaults_and_pass_through() -> None:
+    assert CoordinatorConfig(**TOKENS).leader_ttl_seconds == 5
+    config = CoordinatorConfig(
+        **TOKENS,
+        store="etcd",
+        etcd_endpoints=["e:2379"],
+        host="0.0.0.0",
+        advertise_url="http://c1.example:7600",
+        leader_ttl_seconds=10,
+    )
+    assert (config.advertise_url, config.leader_ttl_seconds) == ("http://c1.example:7600", 10)
 
 
 def test_a_coordinator_whose_etcd_does_not_answer_says_so(tmp_path: Path) -> None:

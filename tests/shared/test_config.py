@@ -18,6 +18,7 @@ from agent.config import AgentConfig
 from coordinator.config import CoordinatorConfig
 from shared.config import ConfigError, add_flags, flag_values, load
 from shared.cpuset import CpuSet
+from shared.servers import agent_socket_url
 
 PREFIX = "ALLOT_X_"
 
@@ -529,7 +530,7 @@ def agent(**env: str) -> AgentConfig:
 def test_agent_defaults() -> None:
     config = agent()
     assert config.server == "http://127.0.0.1:7600"
-    assert config.agent_url == "ws://127.0.0.1:7600/v1/agent"
+    assert config.servers == ["http://127.0.0.1:7600"]
     assert config.reserved == CpuSet()
 
 
@@ -545,7 +546,18 @@ def test_agent_defaults() -> None:
     ids=["http", "https", "trailing-slash", "path-prefix", "ipv6"],
 )
 def test_agent_url(server: str, url: str) -> None:
-    assert agent(server=server).agent_url == url
+    assert agent_socket_url(agent(server=server).servers[0]) == url
+
+
+def test_agent_servers_may_be_several() -> None:
+    config = agent(server="http://c1:7600, http://c2:7600/,https://c3")
+    assert config.servers == ["http://c1:7600", "http://c2:7600", "https://c3"]
+
+
+def test_each_of_several_agent_servers_must_be_http() -> None:
+    with pytest.raises(ConfigError) as caught:
+        agent(server="http://c1:7600,c2:7600")
+    assert str(caught.value) == "server 'c2:7600' must be an http:// or https:// URL"
 
 
 @pytest.mark.parametrize(

@@ -348,11 +348,29 @@ def test_our_frame_read_by_plain_msgpack() -> None:
             },
         ),
         (Error(code="x", message="y"), {"type": "error", "code": "x", "message": "y"}),
+        (
+            Error(code="not_leader", message="a standby", leader="http://c2:7600"),
+            {
+                "type": "error",
+                "code": "not_leader",
+                "message": "a standby",
+                "leader": "http://c2:7600",
+            },
+        ),
     ],
-    ids=["heartbeat", "welcome", "error"],
+    ids=["heartbeat", "welcome", "error", "error-naming-the-leader"],
 )
 def test_encoded_frame_is_a_map_with_its_type(frame: Frame, expected: dict[str, Any]) -> None:
     assert unpackb(encode(frame)) == expected
+
+
+def test_a_standby_naming_the_leader_is_understood_and_an_old_error_has_no_leader() -> None:
+    named = packb({"type": "error", "code": "not_leader", "message": "m", "leader": "http://c:1"})
+    assert decode_from_coordinator(named) == Error(
+        code="not_leader", message="m", leader="http://c:1"
+    )
+    plain = packb({"type": "error", "code": "x", "message": "m"})
+    assert decode_from_coordinator(plain) == Error(code="x", message="m", leader="")
 
 
 def test_unknown_fields_are_ignored() -> None:

@@ -1,0 +1,152 @@
+"""Electing one leader among the coordinators of one etcd prefix.
+
+The leader is whoever holds the leader key, which is put only if absent and bound to an
+etcd lease of ``ttl`` seconds; its value is the leader's advertised URL, so standbys can
+send agents and clients there:
+
+    election = Election(store, replica, url="http://10.0.0.1:7600", ttl=5)
+    won = await election.campaign()          # returns once this coordinator leads
+    why = await election.hold(won)           # returns why it no longer does
+
+The lease is renewed every ``ttl / 4``. Leadership ends, and ``hold`` returns, as soon as
+any of these is seen: the key is gone or is another coordinator's (the replica's watch
+says so), etcd says the lease is gone, or no renewal succeeded for a whole ``ttl`` (a
+pause, a partition: etcd may have let the lease expire, so this coordinator must not
+assume it still leads). Whatever the leader was deciding then is refused by the fence
+(``coordinator.store.fenced``) in any case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+
+from coordinator.store import (
+    ClusterStore,
+    Compare,
+    CompareCreated,
+    Event,
+    LeaseNotFound,
+    StoreError,
+    Txn,
+)
+from coordinator.store.replica import Replica
+from shared.logs import get_logger
+
+log = get_logger("allot.coordinator.election")
+
+LEADER_KEY = "/coordinators/leader"
+
+
+@dataclass(frozen=True)
+class Leadership:
+    won_at: int  # the leader key's create revision: what the fence compares
+    lease: int
+
+
+class Election:
+    def __init__(self, store: ClusterStore, replica: Replica, *, url: str, ttl: int) -> None:
+        self._store = store
+        self._replica = replica
+        self._url = url
+        self._ttl = ttl
+        self._key_changed = asyncio.Event()
+        replica.listen(self._heard)
+
+    @property
+    def ttl(self) -> int:
+        return self._ttl
+
+    async def leader_url(self) -> str:
+        """The leader's advertised URL as this coordinator last heard it ("": none)."""
+        entry = await self._replica.get(LEADER_KEY)
+        return entry.value.decode() if entry is not None else ""
+
+    async def campaign(self) -> Leadership:
+        """Return once this coordinator holds the leader key (waiting while another does)."""
+        while True:
+            self._key_changed.clear()
+            won = await self.try_to_lead()
+            if won is not None:
+                return won
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._ttl):  # in case the watch is behind
+                    await self._key_changed.wait()
+
+    async def try_to_lead(self) -> Leadership | None:
+        """One attempt: the key if nobody holds it (or only a dead earlier run of this
+        coordinator: see ``_forget_own_key``), else None."""
+        entry = await self._replica.get(LEADER_KEY)
+        if entry is not None and entry.value == self._url.encode():
+            await self._forget_own_key(entry.mod_revision)
+            entry = None
+        if entry is not None:
+            return None
+        try:
+            return await self._try_to_win()
+        except StoreError as error:  # its outcome unknown: the key, if put, goes with it
+            log.warning("campaign for the leader key failed; trying again", reason=error)
+            await asyncio.sleep(0.5)
+            return None
+
+    async def hold(self, leadership: Leadership) -> str:
+        """Renew the lease until leadership is lost; why it was lost."""
+        renewed = time.monotonic()
+        while True:
+            self._key_changed.clear()
+            entry = await self._replica.get(LEADER_KEY)
+            if entry is None or entry.create_revision != leadership.won_at:
+                return "the leader key is gone or another coordinator's"
+            silent = time.monotonic() - renewed
+            if silent > self._ttl:
+                return f"the lease was not renewed for {silent:.1f}s (TTL {self._ttl}s)"
+            try:
+                async with asyncio.timeout(self._ttl / 4):
+                    await self._store.keep_alive(leadership.lease)
+                renewed = time.monotonic()
+            except LeaseNotFound:
+                return "etcd says the lease expired"
+            except (StoreError, TimeoutError) as error:
+                why = str(error) or f"no answer within {self._ttl / 4:g}s"
+                log.warning("leader lease not renewed; trying again", reason=why)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._ttl / 4):
+                    await self._key_changed.wait()
+
+    async def resign(self, leadership: Leadership) -> None:
+        """Give the key up now (a clean stop), so a standby need not wait for the TTL."""
+        try:
+            await self._store.revoke_lease(leadership.lease)
+        except StoreError as error:
+            log.warning("leader lease not revoked; it expires by itself", reason=error)
+
+    async def _forget_own_key(self, seen: int) -> None:
+        """The key names this coordinator's own URL while it does not lead: it was put by
+        an earlier run of this coordinator (this one holds the address now), killed
+        before its lease ran out. It is deleted, so a restart need not wait for the TTL.
+        Two coordinators wrongly given one URL would only depose each other in turn: the
+        fence keeps either from writing once the other holds the key."""
+        log.warning("the leader key names this coordinator's URL: an earlier run; deleting it")
+        await self._store.commit(Txn(compares=(Compare(LEADER_KEY, seen),), deletes=(LEADER_KEY,)))
+
+    async def _try_to_win(self) -> Leadership | None:
+        lease = await self._store.grant_lease(self._ttl)
+        absent = CompareCreated(LEADER_KEY, 0)
+        txn = Txn(compares=(absent,), puts={LEADER_KEY: self._url.encode()}, lease=lease)
+        try:
+            result = await self._store.commit(txn)
+        except LeaseNotFound:
+            return None  # granted, then expired before the commit (a long pause)
+        except StoreError:
+            await self._store.revoke_lease(lease)
+            raise
+        if result.succeeded:
+            return Leadership(won_at=result.revision, lease=lease)
+        await self._store.revoke_lease(lease)
+        return None
+
+    def _heard(self, events: list[Event]) -> None:
+        if any(event.key == LEADER_KEY for event in events):
+            self._key_changed.set()

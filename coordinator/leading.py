@@ -1,0 +1,156 @@
+"""A coordinator on etcd: a warm standby until elected, the leader until it is not.
+
+    await serve_on_etcd(config, listener, url, stopping)
+
+The process follows the whole store in memory (``Replica``) from the start and campaigns
+for the leader key (``Election``). Meanwhile it serves the standby application
+(``coordinator.standby``). Once elected it waits for its copy to hold every change up to
+its win (each one the previous leader committed came before it: the fence saw to that),
+then builds the full application on that copy behind the fence: the services load from
+memory, not from etcd. Node leases start afresh as on any start, so no node is lost for
+the takeover; capacity leases, pools, quotas and containers are the store's. Agents
+reconnect and each gets its full desired state in its welcome.
+
+When leadership ends (the lease is not renewed for a TTL, the key is gone or another's,
+a commit refused by the fence) the leader application is stopped at once: its
+connections are closed, nothing more is decided, and whatever it was deciding is refused
+by the fence. The process then goes back to being a standby in the same loop.
+
+Both applications are served on duplicates of one listening socket, so a connection that
+arrives while one is replaced by the other waits in the backlog instead of being refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from coordinator.app import make_app
+from coordinator.config import CoordinatorConfig
+from coordinator.election import LEADER_KEY, Election, Leadership
+from coordinator.standby import make_standby_app
+from coordinator.store.etcd import EtcdStore
+from coordinator.store.fenced import Deposed, FencedStore
+from coordinator.store.replica import Replica
+from shared.logs import get_logger
+from shared.sdnotify import notify
+
+log = get_logger("allot.coordinator")
+T = TypeVar("T")
+
+
+async def serve_on_etcd(
+    config: CoordinatorConfig, listener: socket.socket, url: str, stopping: asyncio.Future[None]
+) -> None:
+    """Serve as standby or leader, in turn, until ``stopping`` is done; ``url`` is where
+    the others send agents and clients while this coordinator leads."""
+    store = await EtcdStore.open(config.etcd)
+    replica = await Replica.follow(store)
+    election = Election(store, replica, url=url, ttl=config.leader_ttl_seconds)
+    log.info("store opened", store=config.store_location, revision=replica.revision, advertise=url)
+    try:
+        # One attempt before serving anything: a coordinator alone (or the first up)
+        # leads at once, and nobody is told "no leader yet" meanwhile.
+        won = await election.try_to_lead()
+        while not stopping.done():
+            if won is None:
+                standby = make_standby_app(config.join_token, election.leader_url)
+                async with _serving(standby, listener, shutdown_s=0.5):
+                    log.info("standby", leader=await election.leader_url() or "none yet")
+                    notify("READY=1", "STATUS=standby")
+                    won = await _unless_stopping(election.campaign(), stopping)
+                if won is None:
+                    return
+            await _lead(config, listener, url, replica, election, won, stopping)
+            won = None
+    finally:
+        await replica.close()
+
+
+async def _lead(
+    config: CoordinatorConfig,
+    listener: socket.socket,
+    url: str,
+    replica: Replica,
+    election: Election,
+    won: Leadership,
+    stopping: asyncio.Future[None],
+) -> None:
+    started = time.monotonic()
+    log.warning("elected leader; taking over", key_revision=won.won_at)
+    deposed = asyncio.Event()
+    # Renewed from the start: loading a large store must not let the lease run out.
+    losing = asyncio.create_task(_lost(election, won, deposed))
+    try:
+        await replica.caught_up(won.won_at)
+        fenced = FencedStore(
+            replica, LEADER_KEY, won.won_at, witness=replica.store, on_deposed=deposed.set
+        )
+        async with _serving(make_app(config, store=fenced), listener, shutdown_s=5.0):
+            log.warning(
+                "leading",
+                url=url,
+                revision=replica.revision,
+                took_s=round(time.monotonic() - started, 3),
+            )
+            notify("READY=1", "STATUS=leader")
+            why = await _unless_stopping(losing, stopping)
+            if why is None:
+                log.info("coordinator stopping")
+                notify("STOPPING=1")
+            else:
+                log.warning("no longer the leader; standing by", reason=why)
+    finally:
+        losing.cancel()
+        if stopping.done():
+            await election.resign(won)
+
+
+async def _lost(election: Election, won: Leadership, deposed: asyncio.Event) -> str:
+    """Why leadership ended: the election's reason, or a commit the fence refused."""
+    holding = asyncio.create_task(election.hold(won))
+    refused = asyncio.create_task(deposed.wait())
+    try:
+        done, _ = await asyncio.wait({holding, refused}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        holding.cancel()
+        refused.cancel()
+    if holding in done:
+        return holding.result()
+    return "a commit was refused by the fence: another coordinator holds the leader key"
+
+
+async def _unless_stopping(work: Awaitable[T], stopping: asyncio.Future[None]) -> T | None:
+    task = asyncio.ensure_future(work)
+    either: set[asyncio.Future[Any]] = {task, stopping}
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None
+
+
+@contextlib.asynccontextmanager
+async def _serving(
+    app: web.Application, listener: socket.socket, *, shutdown_s: float
+) -> AsyncIterator[None]:
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_s)
+    await runner.setup()
+    try:
+        await web.SockSite(runner, listener.dup()).start()
+        yield
+    finally:
+        try:
+            await runner.cleanup()
+        except Deposed as refused:  # what a deposed leader saves on stopping is refused
+            log.info("the fence refused a write of the stopping leader", reason=refused)
+        except Exception:
+            log.exception("stopping the application failed")

@@ -1,0 +1,162 @@
+"""A copy in memory of every key of a ``ClusterStore``, kept current by its watch.
+
+A standby coordinator follows the store with one, so that taking over loads the
+services from memory instead of reading the whole store again; the leader keeps using
+it, its reads served from memory and its commits passed on to the store:
+
+    replica = await Replica.follow(store)          # snapshot, then the watch from there
+    await replica.caught_up(revision)              # every change up to ``revision`` seen
+    entry = await replica.get("/nodes/n1")         # from memory
+
+A commit that succeeds is applied to the copy at once, at its revision, before it
+returns, so the committer reads its own writes; the watch brings the same changes later
+and they are skipped (an entry never goes back to an older revision, and a key deleted
+at a revision is not brought back by an older put of it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+from collections.abc import Callable
+
+from coordinator.store import (
+    ClusterStore,
+    Entry,
+    Event,
+    StoreError,
+    Txn,
+    TxnResult,
+    check_prefix,
+)
+from shared.logs import get_logger
+
+log = get_logger("allot.coordinator.store")
+
+Listener = Callable[[list[Event]], None]
+
+
+class Replica:
+    """``Store`` over a ``ClusterStore``: reads from memory, commits to the store."""
+
+    def __init__(self, store: ClusterStore, entries: list[Entry], revision: int) -> None:
+        self._store = store
+        self._entries = {entry.key: entry for entry in entries}
+        self._keys = sorted(self._entries, key=str.encode)  # in the store's (byte) order
+        self._deleted_at: dict[str, int] = {}  # keys this replica deleted, until the watch passes
+        self._revision = revision
+        self._advanced = asyncio.Condition()
+        self._listeners: list[Listener] = []
+        self._follower: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def follow(cls, store: ClusterStore) -> Replica:
+        snapshot = await store.snapshot("")
+        replica = cls(store, snapshot.entries, snapshot.revision)
+        replica._follower = asyncio.create_task(replica._follow(snapshot.revision + 1))
+        return replica
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def store(self) -> ClusterStore:
+        """The store followed, for what a replica does not do (leases)."""
+        return self._store
+
+    def listen(self, listener: Listener) -> None:
+        """Call ``listener`` with the events of each transaction the watch brings."""
+        self._listeners.append(listener)
+
+    async def caught_up(self, revision: int) -> None:
+        """Return once every change up to ``revision`` is in memory."""
+        async with self._advanced:
+            await self._advanced.wait_for(lambda: self._revision >= revision)
+
+    async def get(self, key: str) -> Entry | None:
+        return self._entries.get(key)
+
+    async def range(self, prefix: str) -> list[Entry]:
+        check_prefix(prefix)
+        start = bisect.bisect_left(self._keys, prefix.encode(), key=str.encode)
+        found = []
+        for key in self._keys[start:]:
+            if not key.startswith(prefix):
+                break
+            found.append(self._entries[key])
+        return found
+
+    async def commit(self, txn: Txn) -> TxnResult:
+        result = await self._store.commit(txn)
+        if result.succeeded and (txn.puts or txn.deletes):
+            events = [Event(key, value, result.revision) for key, value in txn.puts.items()]
+            events += [Event(key, b"", result.revision, deleted=True) for key in txn.deletes]
+            self._apply(events)
+            self._deleted_at.update(dict.fromkeys(txn.deletes, result.revision))
+            await self._advance(result.revision)
+        return result
+
+    async def close(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follower
+        await self._store.close()
+
+    async def _follow(self, start: int) -> None:
+        """The watch from ``start`` on; if it fails, a fresh snapshot and a watch from it."""
+        while True:
+            try:
+                await self._follow_watch(start)
+            except StoreError as error:
+                log.warning("store watch failed; reading the store again", reason=error)
+                await asyncio.sleep(0.5)
+                start = await self._reload()
+
+    async def _reload(self) -> int:
+        snapshot = await self._store.snapshot("")
+        gone = self._entries.keys() - {entry.key for entry in snapshot.entries}
+        events = [Event(key, b"", snapshot.revision, deleted=True) for key in gone]
+        events += [Event(e.key, e.value, e.mod_revision) for e in snapshot.entries]
+        self._apply(events)
+        await self._advance(snapshot.revision)
+        self._tell(events)
+        return snapshot.revision + 1
+
+    async def _follow_watch(self, start: int) -> None:
+        async for events in self._store.watch("", start):
+            revision = events[0].mod_revision
+            self._apply(events)
+            self._deleted_at = {k: r for k, r in self._deleted_at.items() if r > revision}
+            await self._advance(revision)
+            self._tell(events)
+
+    def _tell(self, events: list[Event]) -> None:
+        for listener in self._listeners:
+            listener(events)
+
+    def _apply(self, events: list[Event]) -> None:
+        for event in events:
+            held = self._entries.get(event.key)
+            if held is not None and held.mod_revision >= event.mod_revision:
+                continue  # this replica's own commit, applied when it returned
+            if event.deleted:
+                if held is not None:
+                    del self._entries[event.key]
+                    index = bisect.bisect_left(self._keys, event.key.encode(), key=str.encode)
+                    self._keys.pop(index)
+                continue
+            if self._deleted_at.get(event.key, 0) > event.mod_revision:
+                continue  # deleted by this replica after this put
+            created = held.create_revision if held is not None else event.mod_revision
+            self._entries[event.key] = Entry(event.key, event.value, created, event.mod_revision)
+            if held is None:
+                bisect.insort(self._keys, event.key, key=str.encode)
+
+    async def _advance(self, revision: int) -> None:
+        async with self._advanced:
+            if revision > self._revision:
+                self._revision = revision
+                self._advanced.notify_all()

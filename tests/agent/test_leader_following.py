@@ -1,0 +1,101 @@
+"""The agent among several coordinators: real standby applications (``coordinator.standby``)
+and a scripted leader on loopback; the agent finds the leader and registers there."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from agent.config import AgentConfig
+from agent.session import run_link
+from coordinator.standby import make_standby_app
+from shared.logs import fields_of
+from tests.agent.test_session import TOKEN, ScriptedCoordinator, agent_log, lines, welcome
+from tests.builders import idle_runtime, make_inventory
+from tests.loopback import serving
+from tests.polling import eventually
+
+__all__ = ["agent_log"]  # the fixture, used by name
+
+
+async def stay(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+    await ws.send_bytes(welcome())
+    await asyncio.sleep(10)
+
+
+def scripted_leader() -> tuple[ScriptedCoordinator, web.Application]:
+    leader = ScriptedCoordinator(stay)
+    app = web.Application()
+    app.router.add_get("/v1/agent", leader.handle)
+    return leader, app
+
+
+@contextlib.asynccontextmanager
+async def linked(*servers: str) -> AsyncIterator[None]:
+    config = AgentConfig(
+        server=",".join(servers),
+        join_token=TOKEN,
+        node_name="n1",
+        backoff_initial_seconds=0.05,
+        backoff_max_seconds=0.2,
+    )
+    inventory = make_inventory()
+    link = asyncio.create_task(run_link(config, inventory, idle_runtime(inventory)))
+    try:
+        yield
+    finally:
+        link.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await link
+
+
+async def test_a_standby_sends_the_agent_to_the_leader_it_names(
+    agent_log: pytest.LogCaptureFixture,
+) -> None:
+    leader, leader_app = scripted_leader()
+    async with serving(leader_app) as leader_url:
+
+        async def named() -> str:
+            return leader_url
+
+        async with serving(make_standby_app(TOKEN, named)) as standby_url, linked(standby_url):
+            await eventually(lambda: len(leader.hellos) == 1)
+    standby = next(r for r in agent_log.records if r.getMessage() == "coordinator is a standby")
+    assert fields_of(standby) == {"url": standby_url, "leader": leader_url}
+    assert "cannot register with coordinator" not in lines(agent_log, logging.WARNING)
+
+
+async def test_the_agent_goes_round_its_list_past_dead_and_leaderless_coordinators() -> None:
+    leader, leader_app = scripted_leader()
+
+    async def unknown() -> str:
+        return ""
+
+    async with (
+        serving(web.Application()) as gone,  # answers the agent socket with 404
+        serving(make_standby_app(TOKEN, unknown)) as standby,
+        serving(leader_app) as leader_url,
+        linked(gone, standby, leader_url),
+    ):
+        await eventually(lambda: len(leader.hellos) == 1)
+
+
+async def test_a_standby_refuses_a_wrong_join_token_before_naming_the_leader() -> None:
+    async def named() -> str:
+        return "http://leader:7600"
+
+    wrong = {"Authorization": "Bearer wrong-token-0123456789"}
+    async with (
+        serving(make_standby_app(TOKEN, named)) as standby,
+        aiohttp.ClientSession() as http,
+        http.get(standby + "/v1/agent", headers=wrong) as answer,
+    ):
+        assert answer.status == 401
+        assert "leader" not in await answer.text()
