@@ -17,6 +17,7 @@ widened onto bound cores.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from fractions import Fraction
 
@@ -45,6 +46,7 @@ def overcommit_ratio(value: object) -> Fraction:
     return Fraction(hundredths_int, _STEP)
 
 
+@functools.cache  # a few ratios in a fleet; each node's record is written with one
 def overcommit_text(ratio: Fraction) -> str:
     """The ratio as its decimal: "1", "1.5"."""
     if (ratio * _STEP).denominator == 1:
