@@ -200,6 +200,8 @@ class Runtime:
                 if self._next_try is not None:
                     delay = min(delay, max(0.0, self._next_try - self._clock()))
                 if healthy:
+                    if backoff.attempts:  # the engine is back: its outage was no crash
+                        self._loops.clear()
                     backoff.reset()
                 else:
                     delay = backoff.next_delay()

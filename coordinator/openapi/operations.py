@@ -809,7 +809,7 @@ _CONTAINERS = (
             "a new image": {"image": "busybox:2"},
             "a new image and command": {"image": "busybox:1.36", "command": ["sleep", "7200"]},
         },
-        errors=(400, 401, 404, 409, 413, 503),
+        errors=(400, 401, 404, 409, 413, 422, 503),
         params=(CONTAINER,),
         description=(
             "The new container (a new id) takes over the old one's cores and limits in one"
@@ -818,7 +818,8 @@ _CONTAINERS = (
             " old one once the new one has run for its settle time; if the new one does not"
             " keep running, it is removed, the old one runs again and gets its allocation"
             " back. Until then the new record says `replaces` and the old one `replaced_by`;"
-            " 409 `swap_under_way` for a container already in a swap."
+            " 409 `swap_under_way` for a container already in a swap; 422"
+            " `invalid_container` for an image the agent could never run."
         ),
     ),
     Operation(
