@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from bench.etcd_cluster import EtcdCluster
 from coordinator.election import LEADER_KEY, Election
 from coordinator.store import Compare, Txn
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.fenced import Deposed, FencedStore
 from coordinator.store.replica import Replica
 from tests.coordinator.store_engines import etcd_settings
-from tests.etcd_cluster import EtcdCluster
 
 
 @pytest.fixture
