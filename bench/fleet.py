@@ -2,17 +2,21 @@
 lease API under that load, memory, and restart, through the public surfaces only.
 
     .venv/bin/python bench/fleet.py [--agents 1000] [--containers 10000] [--deploy-size 1000]
-                                    [--lease-rate 1000] [--workers 1] [--json FILE]
+                                    [--lease-rate 1000] [--workers 1] [--store sqlite|etcd]
+                                    [--json FILE]
     .venv/bin/python bench/fleet.py --smoke      # 20 agents, 200 containers: seconds
 
 A real ``allot-coordinator`` process on a free loopback port, its SQLite store in a new
 temporary directory (under ``--workdir``, the current directory by default, so on this
-disk), with one resource template for leases. ``--agents`` simulated agents
-(``fleet_agents``: real websockets, real frames, heterogeneous inventories of 8 to 128
-cores, no Docker) run in ``--workers`` processes of their own, as does the lease load
-(``fleet_leases``), so the coordinator's RSS and CPU are its own. Steps and figures:
+disk), with one resource template for leases. With ``--store etcd`` its store is a
+local 3-member etcd cluster started in that directory instead (``etcd_cluster``, as the
+tests start one), and the coordinator, the only one, leads it: every commit is fenced.
+``--agents`` simulated agents (``fleet_agents``: real websockets, real frames,
+heterogeneous inventories of 8 to 128 cores, no Docker) run in ``--workers`` processes
+of their own, as does the lease load (``fleet_leases``), so the coordinator's RSS and CPU
+are its own. Steps and figures:
 
-1. start: the coordinator until ``/healthz`` answers; the fleet until every agent has
+1. start: the coordinator until ``/readyz`` answers 200 (it leads); the fleet until every agent has
    its welcome.
 2. deploys: ``--containers`` in deployments of ``--deploy-size`` (cpu ``--cpu``, memory
    ``--memory``), one ``POST /v1/namespaces/fleet/deployments`` after another, while the
@@ -30,7 +34,7 @@ cores, no Docker) run in ``--workers`` processes of their own, as does the lease
 4. single deploys: ``--singles`` deployments of one container on the loaded fleet, one
    after another: POST latency and time until acknowledged.
 5. restart: the coordinator is killed (SIGKILL) once every agent has noticed, started
-   again on the same store and port: seconds until ``/healthz`` answers (next to the
+   again on the same store and port: seconds until ``/readyz`` answers (next to the
    first start on an empty store) and until every agent is welcomed again, and whether
    their welcomes hold every container they held before. Agents retry with the agent's
    backoff, but capped at ``--backoff-cap`` seconds so the figure is the coordinator's.
@@ -69,6 +73,7 @@ import aiohttp
 import fleet_agents
 import fleet_leases
 import msgspec
+from etcd_cluster import EtcdCluster
 from fleet_agents import (
     ACKNOWLEDGED,
     COLUMNS,
@@ -111,7 +116,10 @@ class Failed(Exception):
 class Coordinator:
     """``allot-coordinator`` as a subprocess on a fixed port, started again at will."""
 
-    def __init__(self, workdir: Path, port: int, join_token: str, api_token: str) -> None:
+    def __init__(
+        self, workdir: Path, port: int, join_token: str, api_token: str, store: str = ""
+    ) -> None:
+        """``store``: the store's TOML settings (none: SQLite in ``workdir``)."""
         self.url = f"http://127.0.0.1:{port}"
         self.log = workdir / "coordinator.log"
         self.config = workdir / "coordinator.toml"
@@ -120,7 +128,7 @@ class Coordinator:
             f'join_token = "{join_token}"\napi_tokens = ["{api_token}"]\n'
             f'[[resources]]\nidentifier_glob = "{LEASE_RESOURCE}"\ncapacity = 1000000\n'
             '[resources.algorithm]\nkind = "FAIR_SHARE"\nlease_length = 300\n'
-            "refresh_interval = 10\nlearning_mode_duration = 0\n"
+            "refresh_interval = 10\nlearning_mode_duration = 0\n" + store
         )
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -361,9 +369,10 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 @dataclass
 class Figures:
+    store: str = "sqlite"
     agents: int = 0
     agent_cpus: int = 0  # logical CPUs over the fleet
-    coordinator_start_s: float = math.nan  # first start, empty store, to /healthz
+    coordinator_start_s: float = math.nan  # first start, empty store, to /readyz
     fleet_connected_s: float = math.nan
     deployments: int = 0
     containers_asked: int = 0
@@ -446,7 +455,7 @@ class Bench:
         self.fleet = fleet
         self.http = http
         self.headers = {"Authorization": f"Bearer {api_token}"}
-        self.figures = Figures(agents=args.agents)
+        self.figures = Figures(store=args.store, agents=args.agents)
 
     async def until(self, what: str, done: Callable[[], bool]) -> float:
         """Seconds until ``done()``; raises ``Failed`` after ``--timeout``. A long wait
@@ -465,12 +474,13 @@ class Bench:
         return time.monotonic() - started
 
     async def ready(self) -> float:
-        """Seconds until the coordinator's /healthz answers 200."""
+        """Seconds until the coordinator's /readyz answers 200: it leads (on etcd, a
+        restarted one first deletes the leader key its killed run left)."""
         started = time.monotonic()
         while True:
             self.coordinator.check_alive()
             try:
-                async with self.http.get(self.coordinator.url + "/healthz") as response:
+                async with self.http.get(self.coordinator.url + "/readyz") as response:
                     if response.status == 200:
                         return time.monotonic() - started
             except aiohttp.ClientConnectionError:
@@ -514,7 +524,7 @@ class Bench:
         )
         print(
             f"host: {figures.host_cpus} CPUs, load average {figures.load_average:.2f} over the"
-            " minute before\n"
+            f" minute before; store: {figures.store}\n"
             f"coordinator up in {figures.coordinator_start_s:.2f} s; {figures.agents:,} agents"
             f" ({figures.agent_cpus:,} CPUs, 8-128 cores, 1-4 NUMA nodes) welcomed in"
             f" {figures.fleet_connected_s:.1f} s"
@@ -677,7 +687,7 @@ class Bench:
         figures.restart_reconnected_s = time.monotonic() - started
         same = "all" if figures.held_after_restart == figures.held_before_restart else "NOT all"
         print(
-            f"restart (SIGKILL, same store): /healthz after {figures.restart_ready_s:.2f} s"
+            f"restart (SIGKILL, same store): /readyz after {figures.restart_ready_s:.2f} s"
             f" (empty store: {figures.coordinator_start_s:.2f} s), every agent welcomed after"
             f" {figures.restart_reconnected_s:.2f} s, holding {figures.held_after_restart:,}"
             f" containers: {same} of the {figures.held_before_restart:,} held before"
@@ -685,9 +695,22 @@ class Bench:
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> Figures:
+    if args.store == "etcd":
+        etcd = EtcdCluster(workdir / "etcd")
+        etcd.start()
+        try:
+            endpoints = ", ".join(f'"{e}"' for e in etcd.endpoints)
+            return await run_on(args, workdir, f'store = "etcd"\netcd_endpoints = [{endpoints}]\n')
+        finally:
+            etcd.stop()
+    return await run_on(args, workdir, "")
+
+
+async def run_on(args: argparse.Namespace, workdir: Path, store: str) -> Figures:
+    """The run, with the coordinator's store settings ``store`` (TOML)."""
     join_token, api_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     port = free_port()
-    coordinator = Coordinator(workdir, port, join_token, api_token)
+    coordinator = Coordinator(workdir, port, join_token, api_token, store)
     context = multiprocessing.get_context("spawn")
     options = FleetOptions(
         url=f"ws://127.0.0.1:{port}/v1/agent",
@@ -770,6 +793,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--backoff-cap", type=float, default=2.0, help="agents' retry bound")
     parser.add_argument("--seed", type=int, default=1, help="of the inventories")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
+    parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="where the store goes")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the store and the log")
