@@ -117,18 +117,19 @@ class Coordinator:
     """``allot-coordinator`` as a subprocess on a fixed port, started again at will."""
 
     def __init__(
-        self, workdir: Path, port: int, join_token: str, api_token: str, store: str = ""
+        self, workdir: Path, port: int, join_token: str, api_token: str, more: str = ""
     ) -> None:
-        """``store``: the store's TOML settings (none: SQLite in ``workdir``)."""
+        """``more``: further TOML settings, such as the store's (none: SQLite in
+        ``workdir``)."""
         self.url = f"http://127.0.0.1:{port}"
         self.log = workdir / "coordinator.log"
         self.config = workdir / "coordinator.toml"
         self.config.write_text(
             f'host = "127.0.0.1"\nport = {port}\ndata_dir = "{workdir / "data"}"\n'
-            f'join_token = "{join_token}"\napi_tokens = ["{api_token}"]\n'
+            f'join_token = "{join_token}"\napi_tokens = ["{api_token}"]\n{more}'
             f'[[resources]]\nidentifier_glob = "{LEASE_RESOURCE}"\ncapacity = 1000000\n'
             '[resources.algorithm]\nkind = "FAIR_SHARE"\nlease_length = 300\n'
-            "refresh_interval = 10\nlearning_mode_duration = 0\n" + store
+            "refresh_interval = 10\nlearning_mode_duration = 0\n"
         )
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -213,6 +214,26 @@ class CpuMeter:
         return time.monotonic() - self._started, coordinator, own, host - coordinator - own
 
 
+def deployment(name: str, count: int, cpu: str, memory: str) -> dict[str, object]:
+    """The body of a POST of the deployment ``name`` of ``count`` containers."""
+    return {
+        "name": name,
+        "image": IMAGE,
+        "command": ["sleep", "3600"],
+        "count": count,
+        "resources": {"cpu": cpu, "memory": memory},
+    }
+
+
+def deployments_url(coordinator: str) -> str:
+    return f"{coordinator}/v1/namespaces/{NAMESPACE}/deployments"
+
+
+def etcd_settings(endpoints: tuple[str, ...]) -> str:
+    """A coordinator's TOML settings for an etcd store at ``endpoints``."""
+    return f'store = "etcd"\netcd_endpoints = [{", ".join(map(json.dumps, endpoints))}]\n'
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -278,6 +299,8 @@ class Fleet:
     def close(self) -> None:
         self.stop.set()
         for process in self.processes:
+            if process.pid is None:
+                continue  # never started: the run failed before
             process.join(timeout=30)
             if process.is_alive():
                 process.kill()
@@ -491,14 +514,8 @@ class Bench:
 
     async def deploy(self, name: str, count: int) -> tuple[float, int, str]:
         """One POST: (seconds until its answer was read, containers placed, refusal)."""
-        body = {
-            "name": name,
-            "image": IMAGE,
-            "command": ["sleep", "3600"],
-            "count": count,
-            "resources": {"cpu": self.args.cpu, "memory": self.args.memory},
-        }
-        url = f"{self.coordinator.url}/v1/namespaces/{NAMESPACE}/deployments"
+        body = deployment(name, count, self.args.cpu, self.args.memory)
+        url = deployments_url(self.coordinator.url)
         started = time.monotonic()
         async with self.http.post(url, json=body, headers=self.headers) as response:
             answer = await response.read()
@@ -699,15 +716,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> Figures:
         etcd = EtcdCluster(workdir / "etcd")
         etcd.start()
         try:
-            endpoints = ", ".join(f'"{e}"' for e in etcd.endpoints)
-            return await run_on(args, workdir, f'store = "etcd"\netcd_endpoints = [{endpoints}]\n')
+            return await run_on(args, workdir, etcd_settings(etcd.endpoints))
         finally:
             etcd.stop()
     return await run_on(args, workdir, "")
 
 
 async def run_on(args: argparse.Namespace, workdir: Path, store: str) -> Figures:
-    """The run, with the coordinator's store settings ``store`` (TOML)."""
+    """The run, with the coordinator's store settings ``store`` (TOML; "": SQLite)."""
     join_token, api_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     port = free_port()
     coordinator = Coordinator(workdir, port, join_token, api_token, store)
