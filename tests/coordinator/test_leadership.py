@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -133,6 +134,29 @@ async def test_a_leader_whose_lease_ends_loses(prefix_stores: list[EtcdStore]) -
         await store.revoke_lease(won.lease)
         why = await asyncio.wait_for(holding, 3.0)
     assert why in ("the leader key is gone or another coordinator's", "etcd says the lease expired")
+
+
+async def test_a_busy_leader_whose_event_loop_stalls_keeps_its_lease(
+    prefix_stores: list[EtcdStore],
+) -> None:
+    """The event loop blocked for longer than TTL/4 again and again (as a large deployment
+    on a loaded machine did) for over three TTLs: every renewal is answered late, none is
+    lost, so the leader stays leader (it was deposed when a renewal had only TTL/4)."""
+    store = prefix_stores[0]
+    ttl = 2
+    async with following(store) as replica:
+        election = Election(store, replica, url="http://c0:7600", ttl=ttl)
+        won = await election.campaign()
+        holding = asyncio.create_task(election.hold(won))
+        deadline = time.monotonic() + 3.5 * ttl
+        while time.monotonic() < deadline:
+            time.sleep(1.6 * ttl / 4)  # noqa: ASYNC251  (the stall is the point)
+            await asyncio.sleep(0.02)
+        assert not holding.done(), holding.result()
+        entry = await store.get(LEADER_KEY)
+        assert entry is not None
+        assert entry.create_revision == won.won_at
+        holding.cancel()
 
 
 # --- the fence --------------------------------------------------------------------------
