@@ -15,7 +15,7 @@ processes on it with ``leader_ttl_seconds = --ttl``. Steps and figures:
    released while no agent is connected. (Agents following a new leader are tested in
    ``tests/docker/test_leader_takeover.py``; here they would only add reconnections to
    the figure.)
-2. fill: deployments of 1,000 containers POSTed to the leader until the store holds the
+2. fill: deployments of ``--deploy-size`` containers POSTed to the leader until the store holds the
    next ``--containers`` count; seconds and containers/s.
 3. kills: ``--kills`` times, once the standby names the leader: wait a random fraction
    of a lease renewal period (TTL/4), kill -9 the leader, and POST a one-container
@@ -65,7 +65,6 @@ from fleet import (
 )
 
 POLL_SECONDS = 0.02
-DEPLOY_SIZE = 1000
 SMOKE = {"containers": [200], "kills": 2, "ttl": 2, "agents": 5, "timeout": 60.0}
 TOOK = re.compile(r"WARNING leading .*took_s=([0-9.]+)")
 
@@ -149,7 +148,7 @@ class Takeovers:
         started = time.monotonic()
         left = containers
         while left:
-            count = min(DEPLOY_SIZE, left)
+            count = min(self.args.deploy_size, left)
             status = await self.post(leader.url, count)
             if status != 201:
                 raise Failed(f"a deployment of {count} was answered {status} while filling")
@@ -264,6 +263,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kills", type=int, default=10, help="per state size")
     parser.add_argument("--ttl", type=int, default=5, help="leader_ttl_seconds")
     parser.add_argument("--agents", type=int, default=1000, help="nodes, joined once")
+    parser.add_argument("--deploy-size", type=int, default=250, help="containers per POST")
     parser.add_argument("--cpu", default="0.01", help="each container's cpu request")
     parser.add_argument("--memory", default="8Mi", help="each container's memory request")
     parser.add_argument("--seed", type=int, default=1)

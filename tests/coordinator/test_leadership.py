@@ -139,9 +139,9 @@ async def test_a_leader_whose_lease_ends_loses(prefix_stores: list[EtcdStore]) -
 async def test_a_busy_leader_whose_event_loop_stalls_keeps_its_lease(
     prefix_stores: list[EtcdStore],
 ) -> None:
-    """The event loop blocked for longer than TTL/4 again and again (as a large deployment
-    on a loaded machine did) for over three TTLs: every renewal is answered late, none is
-    lost, so the leader stays leader (it was deposed when a renewal had only TTL/4)."""
+    """The event loop blocked for longer than TTL/4 again and again, as a large deployment
+    on a loaded machine blocks it, for over three TTLs: every renewal is handled late, but
+    none is missed for a whole TTL, so the leader stays leader."""
     store = prefix_stores[0]
     ttl = 2
     async with following(store) as replica:
