@@ -2,17 +2,21 @@
 lease API under that load, memory, and restart, through the public surfaces only.
 
     .venv/bin/python bench/fleet.py [--agents 1000] [--containers 10000] [--deploy-size 1000]
-                                    [--lease-rate 1000] [--workers 1] [--json FILE]
+                                    [--lease-rate 1000] [--workers 1] [--store sqlite|etcd]
+                                    [--json FILE]
     .venv/bin/python bench/fleet.py --smoke      # 20 agents, 200 containers: seconds
 
 A real ``allot-coordinator`` process on a free loopback port, its SQLite store in a new
 temporary directory (under ``--workdir``, the current directory by default, so on this
-disk), with one resource template for leases. ``--agents`` simulated agents
-(``fleet_agents``: real websockets, real frames, heterogeneous inventories of 8 to 128
-cores, no Docker) run in ``--workers`` processes of their own, as does the lease load
-(``fleet_leases``), so the coordinator's RSS and CPU are its own. Steps and figures:
+disk), with one resource template for leases. With ``--store etcd`` its store is a
+local 3-member etcd cluster started in that directory instead (``etcd_cluster``, as the
+tests start one), and the coordinator, the only one, leads it: every commit is fenced.
+``--agents`` simulated agents (``fleet_agents``: real websockets, real frames,
+heterogeneous inventories of 8 to 128 cores, no Docker) run in ``--workers`` processes
+of their own, as does the lease load (``fleet_leases``), so the coordinator's RSS and CPU
+are its own. Steps and figures:
 
-1. start: the coordinator until ``/healthz`` answers; the fleet until every agent has
+1. start: the coordinator until ``/readyz`` answers 200 (it leads); the fleet until every agent has
    its welcome.
 2. deploys: ``--containers`` in deployments of ``--deploy-size`` (cpu ``--cpu``, memory
    ``--memory``), one ``POST /v1/namespaces/fleet/deployments`` after another, while the
@@ -30,7 +34,7 @@ cores, no Docker) run in ``--workers`` processes of their own, as does the lease
 4. single deploys: ``--singles`` deployments of one container on the loaded fleet, one
    after another: POST latency and time until acknowledged.
 5. restart: the coordinator is killed (SIGKILL) once every agent has noticed, started
-   again on the same store and port: seconds until ``/healthz`` answers (next to the
+   again on the same store and port: seconds until ``/readyz`` answers (next to the
    first start on an empty store) and until every agent is welcomed again, and whether
    their welcomes hold every container they held before. Agents retry with the agent's
    backoff, but capped at ``--backoff-cap`` seconds so the figure is the coordinator's.
@@ -69,6 +73,7 @@ import aiohttp
 import fleet_agents
 import fleet_leases
 import msgspec
+from etcd_cluster import EtcdCluster
 from fleet_agents import (
     ACKNOWLEDGED,
     COLUMNS,
@@ -111,13 +116,17 @@ class Failed(Exception):
 class Coordinator:
     """``allot-coordinator`` as a subprocess on a fixed port, started again at will."""
 
-    def __init__(self, workdir: Path, port: int, join_token: str, api_token: str) -> None:
+    def __init__(
+        self, workdir: Path, port: int, join_token: str, api_token: str, more: str = ""
+    ) -> None:
+        """``more``: further TOML settings, such as the store's (none: SQLite in
+        ``workdir``)."""
         self.url = f"http://127.0.0.1:{port}"
         self.log = workdir / "coordinator.log"
         self.config = workdir / "coordinator.toml"
         self.config.write_text(
             f'host = "127.0.0.1"\nport = {port}\ndata_dir = "{workdir / "data"}"\n'
-            f'join_token = "{join_token}"\napi_tokens = ["{api_token}"]\n'
+            f'join_token = "{join_token}"\napi_tokens = ["{api_token}"]\n{more}'
             f'[[resources]]\nidentifier_glob = "{LEASE_RESOURCE}"\ncapacity = 1000000\n'
             '[resources.algorithm]\nkind = "FAIR_SHARE"\nlease_length = 300\n'
             "refresh_interval = 10\nlearning_mode_duration = 0\n"
@@ -205,6 +214,26 @@ class CpuMeter:
         return time.monotonic() - self._started, coordinator, own, host - coordinator - own
 
 
+def deployment(name: str, count: int, cpu: str, memory: str) -> dict[str, object]:
+    """The body of a POST of the deployment ``name`` of ``count`` containers."""
+    return {
+        "name": name,
+        "image": IMAGE,
+        "command": ["sleep", "3600"],
+        "count": count,
+        "resources": {"cpu": cpu, "memory": memory},
+    }
+
+
+def deployments_url(coordinator: str) -> str:
+    return f"{coordinator}/v1/namespaces/{NAMESPACE}/deployments"
+
+
+def etcd_settings(endpoints: tuple[str, ...]) -> str:
+    """A coordinator's TOML settings for an etcd store at ``endpoints``."""
+    return f'store = "etcd"\netcd_endpoints = [{", ".join(map(json.dumps, endpoints))}]\n'
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -270,6 +299,8 @@ class Fleet:
     def close(self) -> None:
         self.stop.set()
         for process in self.processes:
+            if process.pid is None:
+                continue  # never started: the run failed before
             process.join(timeout=30)
             if process.is_alive():
                 process.kill()
@@ -361,9 +392,10 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 @dataclass
 class Figures:
+    store: str = "sqlite"
     agents: int = 0
     agent_cpus: int = 0  # logical CPUs over the fleet
-    coordinator_start_s: float = math.nan  # first start, empty store, to /healthz
+    coordinator_start_s: float = math.nan  # first start, empty store, to /readyz
     fleet_connected_s: float = math.nan
     deployments: int = 0
     containers_asked: int = 0
@@ -446,7 +478,7 @@ class Bench:
         self.fleet = fleet
         self.http = http
         self.headers = {"Authorization": f"Bearer {api_token}"}
-        self.figures = Figures(agents=args.agents)
+        self.figures = Figures(store=args.store, agents=args.agents)
 
     async def until(self, what: str, done: Callable[[], bool]) -> float:
         """Seconds until ``done()``; raises ``Failed`` after ``--timeout``. A long wait
@@ -465,12 +497,13 @@ class Bench:
         return time.monotonic() - started
 
     async def ready(self) -> float:
-        """Seconds until the coordinator's /healthz answers 200."""
+        """Seconds until the coordinator's /readyz answers 200: it leads (on etcd, a
+        restarted one first deletes the leader key its killed run left)."""
         started = time.monotonic()
         while True:
             self.coordinator.check_alive()
             try:
-                async with self.http.get(self.coordinator.url + "/healthz") as response:
+                async with self.http.get(self.coordinator.url + "/readyz") as response:
                     if response.status == 200:
                         return time.monotonic() - started
             except aiohttp.ClientConnectionError:
@@ -481,14 +514,8 @@ class Bench:
 
     async def deploy(self, name: str, count: int) -> tuple[float, int, str]:
         """One POST: (seconds until its answer was read, containers placed, refusal)."""
-        body = {
-            "name": name,
-            "image": IMAGE,
-            "command": ["sleep", "3600"],
-            "count": count,
-            "resources": {"cpu": self.args.cpu, "memory": self.args.memory},
-        }
-        url = f"{self.coordinator.url}/v1/namespaces/{NAMESPACE}/deployments"
+        body = deployment(name, count, self.args.cpu, self.args.memory)
+        url = deployments_url(self.coordinator.url)
         started = time.monotonic()
         async with self.http.post(url, json=body, headers=self.headers) as response:
             answer = await response.read()
@@ -514,7 +541,7 @@ class Bench:
         )
         print(
             f"host: {figures.host_cpus} CPUs, load average {figures.load_average:.2f} over the"
-            " minute before\n"
+            f" minute before; store: {figures.store}\n"
             f"coordinator up in {figures.coordinator_start_s:.2f} s; {figures.agents:,} agents"
             f" ({figures.agent_cpus:,} CPUs, 8-128 cores, 1-4 NUMA nodes) welcomed in"
             f" {figures.fleet_connected_s:.1f} s"
@@ -677,7 +704,7 @@ class Bench:
         figures.restart_reconnected_s = time.monotonic() - started
         same = "all" if figures.held_after_restart == figures.held_before_restart else "NOT all"
         print(
-            f"restart (SIGKILL, same store): /healthz after {figures.restart_ready_s:.2f} s"
+            f"restart (SIGKILL, same store): /readyz after {figures.restart_ready_s:.2f} s"
             f" (empty store: {figures.coordinator_start_s:.2f} s), every agent welcomed after"
             f" {figures.restart_reconnected_s:.2f} s, holding {figures.held_after_restart:,}"
             f" containers: {same} of the {figures.held_before_restart:,} held before"
@@ -685,9 +712,21 @@ class Bench:
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> Figures:
+    if args.store == "etcd":
+        etcd = EtcdCluster(workdir / "etcd")
+        etcd.start()
+        try:
+            return await run_on(args, workdir, etcd_settings(etcd.endpoints))
+        finally:
+            etcd.stop()
+    return await run_on(args, workdir, "")
+
+
+async def run_on(args: argparse.Namespace, workdir: Path, store: str) -> Figures:
+    """The run, with the coordinator's store settings ``store`` (TOML; "": SQLite)."""
     join_token, api_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     port = free_port()
-    coordinator = Coordinator(workdir, port, join_token, api_token)
+    coordinator = Coordinator(workdir, port, join_token, api_token, store)
     context = multiprocessing.get_context("spawn")
     options = FleetOptions(
         url=f"ws://127.0.0.1:{port}/v1/agent",
@@ -770,6 +809,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--backoff-cap", type=float, default=2.0, help="agents' retry bound")
     parser.add_argument("--seed", type=int, default=1, help="of the inventories")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
+    parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="where the store goes")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the store and the log")

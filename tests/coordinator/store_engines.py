@@ -8,11 +8,11 @@ import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.etcd_cluster import EtcdCluster
 from coordinator.store import ClusterStore
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
 from coordinator.store.sqlite import SqliteStore
-from tests.etcd_cluster import EtcdCluster
 
 ENGINES = ("sqlite", "etcd")
 

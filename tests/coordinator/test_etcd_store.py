@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pytest
 
+from bench.etcd_cluster import MAX_TXN_OPS, EtcdCluster
 from coordinator.store import StoreError, Txn
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
 from tests.coordinator.store_engines import etcd_settings
-from tests.etcd_cluster import MAX_TXN_OPS, EtcdCluster
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import docker
 import pytest
 
 from agent.runtime.labels import node_filter
+from bench.etcd_cluster import EtcdCluster
 from client.api import ApiClient, ApiClientError
 from tests.coordinator.store_engines import etcd_settings
 from tests.docker.clusters import wait_until_running
@@ -22,7 +23,6 @@ from tests.docker.runtimes import cpus, managed, remove_all, started_at
 from tests.e2e.conftest import services
 from tests.e2e.coordinator_group import TTL_SECONDS, CoordinatorGroup
 from tests.e2e.processes import API_TOKEN, Service, api, wait_for_node_state
-from tests.etcd_cluster import EtcdCluster
 
 pytestmark = pytest.mark.e2e
 __all__ = ["services"]  # the fixture, used by name

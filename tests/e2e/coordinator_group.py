@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.etcd_cluster import free_ports
 from coordinator.store.etcd_link import EtcdSettings
 from tests.e2e.conftest import etcd_flags
 from tests.e2e.processes import API_TOKEN, Service
-from tests.etcd_cluster import free_ports
 
 TTL_SECONDS = 3  # short, so a takeover is quick; keep-alives go every 0.75 s
 

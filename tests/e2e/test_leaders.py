@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.etcd_cluster import EtcdCluster
 from client.api import ApiClient
 from tests.coordinator.store_engines import etcd_settings
 from tests.e2e.coordinator_group import TTL_SECONDS, CoordinatorGroup, readiness, send
 from tests.e2e.processes import API_TOKEN, Service, api
-from tests.etcd_cluster import EtcdCluster
 
 pytestmark = pytest.mark.e2e
 

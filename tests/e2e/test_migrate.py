@@ -11,6 +11,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from bench.etcd_cluster import EtcdCluster
 from coordinator.store import Entry
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
@@ -25,7 +26,6 @@ from tests.e2e.test_coordinator_killed_mid_decisions import (
     heartbeats,
 )
 from tests.e2e.test_leases import TEMPLATES, grant
-from tests.etcd_cluster import EtcdCluster
 
 pytestmark = pytest.mark.e2e
 

@@ -1,9 +1,13 @@
-"""A real 3-member etcd cluster on free loopback ports, for the tests of the etcd store.
+"""A real 3-member etcd cluster on free loopback ports, for the tests and the benchmarks
+of the etcd store (the tests import it as ``bench.etcd_cluster``, the benchmarks, run as
+scripts from this folder, as ``etcd_cluster``).
 
-``scripts/provision`` installs Debian's etcd-server. When it is missing or does not start,
-the tests that need it fail and say why; they are skipped only when a person asks for
-it with ALLOT_SKIP_ETCD_TESTS=1. Every member runs with transaction limits raised the
-way the README tells operators (``ETCD_FLAGS``), and its log in its own directory.
+    cluster = EtcdCluster(directory)    # three members, each with its data and log in it
+    cluster.start()                     # returns once every member is healthy
+    cluster.endpoints                   # ("127.0.0.1:41021", ...)
+
+``scripts/provision`` installs Debian's etcd-server. Every member runs with transaction
+limits raised the way the README tells operators (``ETCD_FLAGS``).
 """
 
 from __future__ import annotations
@@ -19,11 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-OPT_OUT = "ALLOT_SKIP_ETCD_TESTS"
-HOW_TO_FIX = (
-    "run scripts/provision (as root it installs etcd-server), or set"
-    f" {OPT_OUT}=1 to skip the etcd tests on purpose"
-)
 # What allot needs of etcd: one transaction per deployment, however large (README).
 MAX_TXN_OPS = 10_000
 ETCD_FLAGS = (f"--max-txn-ops={MAX_TXN_OPS}", "--max-request-bytes=33554432")
