@@ -36,7 +36,15 @@ class Service:
         self.log_start = 0
 
     @classmethod
-    def coordinator(cls, workdir: Path, *, port: int = 0, toml: str = "") -> Service:
+    def coordinator(
+        cls,
+        workdir: Path,
+        *,
+        port: int = 0,
+        toml: str = "",
+        lease_seconds: float = LEASE_SECONDS,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+    ) -> Service:
         """A coordinator on loopback; ``toml`` is its config file (e.g. [[resources]])."""
         env = {
             "ALLOT_COORDINATOR_JOIN_TOKEN": JOIN_TOKEN,
@@ -46,8 +54,8 @@ class Service:
             str(BIN / "allot-coordinator"),
             f"--data-dir={workdir / 'data'}",
             f"--port={port}",
-            f"--lease-seconds={LEASE_SECONDS}",
-            f"--heartbeat-seconds={HEARTBEAT_SECONDS}",
+            f"--lease-seconds={lease_seconds}",
+            f"--heartbeat-seconds={heartbeat_seconds}",
         ]
         if toml:
             (workdir / "coordinator.toml").write_text(toml)

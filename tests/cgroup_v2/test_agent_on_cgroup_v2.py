@@ -1,0 +1,153 @@
+"""The real agent on a cgroup v2 host: a coordinator process on this machine, an agent in
+the VM (Debian bookworm, Docker with the systemd cgroup driver), driven through the API.
+What Docker was asked for is read back from the container's v2 files in the guest."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+
+from shared.cpuset import CpuSet
+from shared.protocol import Limits
+from tests.cgroup_v2.guest import AGENT_PID_FILE, HOST_FROM_GUEST, Guest
+from tests.cgroup_v2.v2_files import expected_files
+from tests.docker.conftest import IMAGE
+from tests.e2e.processes import JOIN_TOKEN, Service, api, wait_for_node_state
+
+pytestmark = pytest.mark.cgroup_v2
+NODE = "cgroup2-vm"
+# The guest is emulated and slow: its agent needs seconds where a host needs milliseconds.
+LEASE_SECONDS = 60.0
+HEARTBEAT_SECONDS = 2.0
+CONVERGE_SECONDS = 240.0
+BUSY = ["sh", "-c", "while :; do :; done"]
+T = TypeVar("T")
+
+
+@dataclass
+class Cluster:
+    url: str
+    guest: Guest
+    agent_log: Path
+    agent: subprocess.Popen[bytes]
+
+    def start_agent(self) -> None:
+        server = f"http://{HOST_FROM_GUEST}:{self.url.rsplit(':', 1)[1]}"
+        self.agent = self.guest.start_agent(
+            server=server, node=NODE, token=JOIN_TOKEN, log=self.agent_log
+        )
+
+    def log(self) -> str:
+        return self.agent_log.read_text() if self.agent_log.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def cluster(guest: Guest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A coordinator here and the guest's agent registered with it as NODE."""
+    workdir = tmp_path_factory.mktemp("cgroup2-cluster")
+    coordinator = Service.coordinator(
+        workdir, lease_seconds=LEASE_SECONDS, heartbeat_seconds=HEARTBEAT_SECONDS
+    ).start()
+    url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
+    running = Cluster(url, guest, workdir / "agent.log", subprocess.Popen(["true"]))
+    try:
+        running.start_agent()
+        wait_for_node_state(url, NODE, "ready", timeout=CONVERGE_SECONDS)
+        yield running
+    finally:
+        guest.sh(f"kill -9 $(cat {AGENT_PID_FILE})", check=False)
+        running.agent.wait(timeout=30)
+        coordinator.stop()
+
+
+def until(read: Callable[[], T], holds: Callable[[T], bool], *, what: str) -> T:
+    """``read()`` once ``holds`` of it; fails after CONVERGE_SECONDS with the last value."""
+    deadline = time.monotonic() + CONVERGE_SECONDS
+    while True:
+        value = read()
+        if holds(value):
+            return value
+        assert time.monotonic() < deadline, f"{what} never held; last: {value}"
+        time.sleep(1.0)
+
+
+def deploy(url: str, name: str, **spec: Any) -> str:
+    """The id of the one container of a new deployment in team-a, once it runs."""
+    body = {"name": name, "image": IMAGE, "command": ["sleep", "3600"], "count": 1} | spec
+    answer = api(url, "/v1/namespaces/team-a/deployments", body)
+    (view,) = answer["containers"]
+    container_id: str = view["record"]["id"]
+    until(lambda: view_of(url, container_id)["state"], "running".__eq__, what="running")
+    return container_id
+
+
+def view_of(url: str, container_id: str) -> dict[str, Any]:
+    view: dict[str, Any] = api(url, f"/v1/containers/{container_id}")
+    return view
+
+
+def wanted(view: dict[str, Any]) -> Limits:
+    return msgspec.convert(view["record"]["limits"], Limits)
+
+
+def files_for(cluster: Cluster, limits: Limits) -> dict[str, str]:
+    """The v2 files a container with ``limits`` should have in the guest."""
+    guest = cluster.guest
+    return expected_files(
+        limits,
+        runc=guest.runc_version(),
+        online=CpuSet.parse(guest.sh("cat /sys/devices/system/cpu/online").strip()),
+        memory_nodes=CpuSet.parse(guest.sh("cat /sys/devices/system/node/online").strip()),
+    )
+
+
+def held(cluster: Cluster, container_id: str, names: dict[str, str]) -> dict[str, str]:
+    files = cluster.guest.cgroup_files(container_id)
+    return {name: files.get(name, "(missing)") for name in names}
+
+
+def assert_files_match(cluster: Cluster, container_id: str) -> None:
+    """The container's v2 files hold the limits the coordinator wants, soon."""
+    expected = files_for(cluster, wanted(view_of(cluster.url, container_id)))
+    until(lambda: held(cluster, container_id, expected), expected.__eq__, what="v2 files")
+
+
+def test_discovery_offers_the_guests_cpus_and_memory(cluster: Cluster) -> None:
+    guest = cluster.guest
+    node = api(cluster.url, f"/v1/nodes/{NODE}")
+    inventory = node.get("inventory", node)
+    online = guest.sh("cat /sys/devices/system/cpu/online").strip()
+    assert inventory["online"] == online == "0-1"
+    assert [cpu["id"] for cpu in inventory["cpus"]] == [0, 1]
+    assert [(n["id"], n["cpus"]) for n in inventory["numa_nodes"]] == [(0, "0-1")]
+    kib = int(guest.sh("awk '/^MemTotal:/ { print $2 }' /proc/meminfo"))
+    assert inventory["memory"] == kib * 1024
+    assert inventory["problems"] == []
+
+
+def test_limits_on_create_and_realloc_appear_in_the_v2_files(cluster: Cluster) -> None:
+    bound = deploy(cluster.url, "bound", resources={"cpu": "0.5", "memory": "64Mi"}, cpu_bind=True)
+    shared = deploy(cluster.url, "shared", resources={"cpu": "0.3", "memory": "32Mi"})
+    soft = deploy(cluster.url, "soft", resources={"cpu": "0.2", "memory": "32Mi"}, soft_memory=True)
+    for container_id in (bound, shared, soft):
+        assert_files_match(cluster, container_id)
+        view = view_of(cluster.url, container_id)
+        assert view["observed"]["limits"] == view["record"]["limits"]  # as Docker holds them
+    assert cluster.guest.cgroup_files(bound)["cpu.max"].startswith("max ")
+    assert not cluster.guest.cgroup_files(shared)["cpu.max"].startswith("max ")
+    assert cluster.guest.cgroup_files(soft)["memory.low"] != "0"
+
+    docker_id = cluster.guest.docker_id(bound)
+    changed = api(
+        cluster.url, f"/v1/containers/{bound}", {"cpu": "0.25", "memory": "32Mi"}, method="PATCH"
+    )
+    assert changed["record"]["limits"] != view_of(cluster.url, shared)["record"]["limits"]
+    assert_files_match(cluster, bound)
+    assert cluster.guest.docker_id(bound) == docker_id  # changed live, not made anew
