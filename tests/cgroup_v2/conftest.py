@@ -1,36 +1,62 @@
 """The cgroup v2 host: one virtual machine for the whole test run (scripts/cgroup2-host).
 
 ``make test`` runs these tests; the first run on a machine builds the VM's image (as root,
-about two minutes), and every run boots it once (about a minute under emulation). When
-the VM cannot be provided the tests fail, saying why; they are skipped only when a person
-asks for it with ALLOT_SKIP_CGROUP_V2_TESTS=1.
+about two minutes on an idle machine), and every run boots it once (about a minute under
+emulation). The boot starts in the background as soon as the tests are collected, and
+these tests run last, so the boot overlaps the rest of the suite. When the VM cannot be
+provided the tests fail, saying why; they are skipped only when a person asks for it with
+ALLOT_SKIP_CGROUP_V2_TESTS=1.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from tests.cgroup_v2.guest import SCRIPT, Guest, GuestUnavailable
+from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable
 
 OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
+MARKER = "cgroup_v2"
+_boot: list[Booting] = []  # the one boot of this run, once begun
+
+
+def _wanted(items: list[pytest.Item]) -> bool:
+    return os.environ.get(OPT_OUT) != "1" and any(i.get_closest_marker(MARKER) for i in items)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The VM's tests after all others, in their own order."""
+    items.sort(key=lambda item: item.get_closest_marker(MARKER) is not None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if _wanted(session.items) and not _boot:
+        _boot.append(Booting(Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))))
+
+
+def pytest_sessionfinish() -> None:
+    for booting in _boot:
+        booting.stop()
+        shutil.rmtree(booting.run_dir, ignore_errors=True)
+    _boot.clear()
 
 
 @pytest.fixture(scope="session")
-def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
+def guest() -> Guest:
+    """The booted VM; pytest_sessionfinish stops it."""
     if os.environ.get(OPT_OUT) == "1":
         pytest.skip(f"{OPT_OUT}=1: cgroup v2 tests skipped on request")
+    if not _boot:
+        _boot.append(Booting(Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))))
     try:
-        booted = Guest.boot(tmp_path_factory.mktemp("cgroup2-vm"))
+        return _boot[0].wait()
     except GuestUnavailable as error:
         pytest.fail(
             f"the cgroup v2 VM could not be provided:\n{error}\n(see {SCRIPT}; "
             f"set {OPT_OUT}=1 to skip these tests on purpose)",
             pytrace=False,
         )
-    try:
-        yield booted
-    finally:
-        booted.stop()

@@ -47,19 +47,37 @@ class GuestUnavailable(Exception):
     """scripts/cgroup2-host could not provide the VM; the message says why."""
 
 
+class Booting:
+    """scripts/cgroup2-host start under way in the background, so that the boot (and a
+    first run's image build) overlaps other tests."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._output = run_dir / "start.log"
+        with self._output.open("wb") as output:
+            self._process = subprocess.Popen(
+                [str(SCRIPT), "start", str(run_dir)], stdout=output, stderr=subprocess.STDOUT
+            )
+
+    def wait(self) -> Guest:
+        """The guest once its Docker answers; ``GuestUnavailable`` saying why it does not."""
+        status = self._process.wait()
+        if status != 0:
+            said = self._output.read_text().strip()
+            raise GuestUnavailable(said or f"{SCRIPT} start: exit status {status}")
+        return Guest(self.run_dir)
+
+    def stop(self) -> None:
+        """Stop the VM, booted or still booting."""
+        if self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait()
+        Guest(self.run_dir).stop()
+
+
 @dataclass(frozen=True)
 class Guest:
     run_dir: Path
-
-    @classmethod
-    def boot(cls, run_dir: Path) -> Guest:
-        """The VM booted from ``run_dir``, its Docker answering (a first run builds the image)."""
-        result = subprocess.run(
-            [str(SCRIPT), "start", str(run_dir)], capture_output=True, text=True, check=False
-        )
-        if result.returncode != 0:
-            raise GuestUnavailable(result.stderr.strip() or f"exit status {result.returncode}")
-        return cls(run_dir)
 
     def stop(self) -> None:
         subprocess.run([str(SCRIPT), "stop", str(self.run_dir)], check=False, capture_output=True)

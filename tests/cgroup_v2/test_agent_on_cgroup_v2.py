@@ -28,6 +28,15 @@ LEASE_SECONDS = 60.0
 HEARTBEAT_SECONDS = 2.0
 CONVERGE_SECONDS = 240.0
 BUSY = ["sh", "-c", "while :; do :; done"]
+LIMIT_FILES = (
+    "cpuset.cpus",
+    "cpuset.mems",
+    "cpu.weight",
+    "cpu.max",
+    "memory.max",
+    "memory.low",
+    "memory.swap.max",
+)
 T = TypeVar("T")
 
 
@@ -151,3 +160,74 @@ def test_limits_on_create_and_realloc_appear_in_the_v2_files(cluster: Cluster) -
     assert changed["record"]["limits"] != view_of(cluster.url, shared)["record"]["limits"]
     assert_files_match(cluster, bound)
     assert cluster.guest.docker_id(bound) == docker_id  # changed live, not made anew
+
+
+def stat(text: str) -> dict[str, int]:
+    return {name: int(value) for name, value in (line.split() for line in text.splitlines())}
+
+
+def test_usage_is_measured_from_cpu_stat_and_memory_current(cluster: Cluster) -> None:
+    busy = deploy(cluster.url, "busy", command=BUSY, resources={"cpu": "0.5", "memory": "32Mi"})
+    observed = until(
+        lambda: view_of(cluster.url, busy)["observed"],
+        lambda seen: (seen.get("cpu_usage") or 0) > 0.1 and bool(seen.get("memory_usage")),
+        what="usage reported",
+    )
+    # a CFS quota of half a core: what the agent measured cannot be more
+    assert 0.1 < observed["cpu_usage"] <= 0.6
+    files = cluster.guest.cgroup_files(busy)
+    assert stat(files["cpu.stat"])["usage_usec"] > 0
+    in_use = int(files["memory.current"]) - stat(files["memory.stat"])["inactive_file"]
+    # a busybox shell's memory hardly moves between the agent's reading and this one
+    assert abs(observed["memory_usage"] - in_use) <= max(in_use // 2, 256 * 1024)
+    assert observed["memory_usage"] <= int(files["memory.max"])
+
+
+def test_drift_is_put_back_in_the_v2_files(cluster: Cluster) -> None:
+    drifting = deploy(
+        cluster.url, "drifting", resources={"cpu": "0.5", "memory": "32Mi"}, cpu_bind=True
+    )
+    before = cluster.guest.cgroup_files(drifting)
+    docker_id = cluster.guest.docker_id(drifting)
+    cluster.guest.sh(f"docker update --cpu-shares 2 --cpuset-cpus 0-1 {docker_id} >/dev/null")
+    observed = until(
+        lambda: view_of(cluster.url, drifting)["observed"],
+        lambda seen: bool(seen.get("drift")),
+        what="drift reported",
+    )
+    assert any(change.startswith("cpu_shares 2 -> ") for change in observed["drift"])
+    assert_files_match(cluster, drifting)
+    after = cluster.guest.cgroup_files(drifting)
+    assert [after[name] for name in LIMIT_FILES] == [before[name] for name in LIMIT_FILES]
+    assert cluster.guest.docker_id(drifting) == docker_id  # put back in place
+
+
+def started(guest: Guest) -> dict[str, str]:
+    """Each allot container in the guest: its Docker id and start time."""
+    lines = guest.sh(
+        "docker ps -q --filter label=allot.id | xargs -r docker inspect -f "
+        "'{{index .Config.Labels \"allot.id\"}} {{.Id}} {{.State.StartedAt}}'"
+    ).splitlines()
+    return {line.split()[0]: " ".join(line.split()[1:]) for line in lines}
+
+
+def test_a_killed_agent_adopts_its_containers_and_restarts_none(cluster: Cluster) -> None:
+    before = started(cluster.guest)
+    assert before
+    files = {container_id: cluster.guest.cgroup_files(container_id) for container_id in before}
+    cluster.guest.kill9_agent()
+    cluster.agent.wait(timeout=30)
+    offset = len(cluster.log())
+    cluster.start_agent()
+    until(
+        lambda: cluster.log()[offset:],
+        lambda text: f"adopted {len(before)} containers" in text,
+        what="adopted",
+    )
+    assert started(cluster.guest) == before
+    for container_id, held_before in files.items():
+        now = cluster.guest.cgroup_files(container_id)
+        assert [now[name] for name in LIMIT_FILES] == [held_before[name] for name in LIMIT_FILES]
+    restarted = cluster.log()[offset:]
+    assert "container started" not in restarted
+    assert "container removed" not in restarted
