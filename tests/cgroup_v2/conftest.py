@@ -20,12 +20,17 @@ import pytest
 from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable
 
 OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
+# A VM already running (scripts/cgroup2-host start DIR) that the tests use and leave running:
+# for working on these tests without a boot per run.
+RUNNING = "ALLOT_CGROUP2_RUN_DIR"
 MARKER = "cgroup_v2"
 _boot: list[Booting] = []  # the one boot of this run, once begun
 
 
 def _wanted(items: list[pytest.Item]) -> bool:
-    return os.environ.get(OPT_OUT) != "1" and any(i.get_closest_marker(MARKER) for i in items)
+    if os.environ.get(OPT_OUT) == "1" or os.environ.get(RUNNING):
+        return False
+    return any(i.get_closest_marker(MARKER) for i in items)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -50,6 +55,8 @@ def guest() -> Guest:
     """The booted VM; pytest_sessionfinish stops it."""
     if os.environ.get(OPT_OUT) == "1":
         pytest.skip(f"{OPT_OUT}=1: cgroup v2 tests skipped on request")
+    if running := os.environ.get(RUNNING):
+        return Guest(Path(running))
     if not _boot:
         _boot.append(Booting(Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))))
     try:
