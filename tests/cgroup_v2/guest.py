@@ -143,6 +143,8 @@ class Guest:
             "--backoff-initial-seconds=0.2",
             "--backoff-max-seconds=1",
             "--stop-timeout-seconds=1",
+            # the emulated guest's dockerd takes tens of seconds to answer at times
+            "--docker-timeout-seconds=120",
         ]
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in environment.items())
         return (
