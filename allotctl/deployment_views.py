@@ -10,6 +10,7 @@ cpuset at placement is shown only in its details.
 from __future__ import annotations
 
 import shlex
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 from allotctl.views import age, timestamp
@@ -20,7 +21,7 @@ from shared.api.deployments import (
     DeploymentList,
     DeploymentSpec,
     DeploymentView,
-    PlacedView,
+    DeployPreview,
 )
 from shared.api.events import EventList
 from shared.protocol import ContainerStatus, Limits
@@ -30,7 +31,7 @@ from shared.text import table
 _container = AnswerDecoder(ContainerView)
 _containers = AnswerDecoder(ContainerList)
 _deployment = AnswerDecoder(DeploymentView)
-_placed = AnswerDecoder(PlacedView)
+_placed = AnswerDecoder(DeployPreview)
 _deployments = AnswerDecoder(DeploymentList)
 _deleted = AnswerDecoder(Deleted)
 _events = AnswerDecoder(EventList)
@@ -54,12 +55,16 @@ EVENT_SUBJECT = ("namespace", "deployment", "container", "node")  # "-" when it 
 
 
 def placed_table(body: bytes) -> str:
-    """What ``deploy`` placed where, and the nodes it left out because they cannot be
-    used."""
+    """What ``deploy`` placed where (or, in a dry run, would place, and what it would
+    preempt), and the nodes it left out because they cannot be used."""
     view = _placed.decode(body)
     deployment = view.deployment
-    head = f"deployed {deployment.namespace}/{deployment.spec.name}: "
+    done = "would deploy" if view.dry_run else "deployed"
+    head = f"{done} {deployment.namespace}/{deployment.spec.name}: "
     lines = [head + f"{len(view.containers)} container(s)", "", containers_of(view, PLACED)]
+    if view.dry_run:
+        lines += ["", f"would preempt: {', '.join(view.preempted) or 'nothing'}"]
+        lines.append("(a dry run: nothing was changed)")
     if view.skipped_nodes:
         lines.append("")
         lines += [
@@ -81,7 +86,7 @@ def deployments_table(body: bytes, namespace: str) -> str:
             _quantity(view.deployment.spec.resources.memory),
             _yes(view.deployment.spec.cpu_bind),
             view.deployment.spec.strategy,
-            f"{running(view.containers)}/{len(view.containers)}",
+            f"{sum(v.state == 'running' for v in view.containers)}/{len(view.containers)}",
         )
         for view in views
     ]
@@ -98,7 +103,7 @@ def deployment_details(body: bytes) -> str:
             ("deployment", f"{deployment.namespace}/{spec.name}"),
             ("image", spec.image),
             ("command", shlex.join(spec.command) or "- (the image's)"),
-            ("count", f"{spec.count}, {running(view.containers)} running"),
+            ("count", f"{spec.count}: {states(view.containers)}"),
             *_resources(spec),
             ("strategy", _strategy(spec)),
             ("pool", spec.pool or "- (the namespace's)"),
@@ -197,7 +202,8 @@ def deleted_view(body: bytes, kind: str, names: list[str]) -> str:
     """``names`` as given to ``delete``: a deployment's namespace and name, or an id."""
     deleted = _deleted.decode(body)
     if kind == "container":
-        return f"deleted container {deleted.deleted}"
+        where = f"on {deleted.node}" if deleted.node else f"pending: {deleted.pending}"
+        return f"deleted container {deleted.deleted}; its stand-in {deleted.stand_in} is {where}"
     removed = ", ".join(deleted.containers) or "-"
     count = len(deleted.containers)
     return (
@@ -225,8 +231,29 @@ def containers_of(view: DeploymentView, headers: list[str]) -> str:
     return _table(view.containers, headers) if view.containers else "no containers"
 
 
-def running(views: Sequence[ContainerView]) -> int:
-    return sum(view.state == "running" for view in views)
+def states(views: Sequence[ContainerView]) -> str:
+    """``2 running, 1 pending``: how many containers are in each state."""
+    counted = Counter(view.state for view in views)
+    return ", ".join(f"{n} {state}" for state, n in sorted(counted.items())) or "none placed"
+
+
+def why_view(body: bytes, target: str) -> str:
+    """Why a container is in its state, or a deployment's containers are in theirs: one
+    line each, pending ones with the reason."""
+    if "/" not in target:
+        return _why_line(_container.decode(body))
+    view = _deployment.decode(body)
+    spec = view.deployment.spec
+    head = f"{view.deployment.namespace}/{spec.name} counts {spec.count}: {states(view.containers)}"
+    return "\n".join([head, *(f"  {_why_line(v)}" for v in view.containers)])
+
+
+def _why_line(view: ContainerView) -> str:
+    record = view.record
+    if view.state == "pending":
+        return f"{record.id} is pending: {view.reason or '-'}"
+    detail = f" ({view.reason})" if view.reason else ""
+    return f"{record.id} is {view.state} on {record.node}{detail}"
 
 
 def quota(limits: Limits) -> str:

@@ -17,7 +17,7 @@ from typing import Any, get_args
 
 from client.api import ApiClient, quote
 from shared.api.containers import CONTAINER_FILTERS
-from shared.api.deployments import Strategy
+from shared.api.deployments import MAX_COUNT, Strategy
 from shared.api.events import EVENT_FILTERS
 from shared.protocol import RestartPolicy
 
@@ -44,6 +44,27 @@ RESOURCE_FLAGS = ("cpu", "memory", "cpu_limit", "memory_limit")
 DELTA_FLAGS = ("cpu", "memory", "cpu_request", "cpu_limit", "memory_request", "memory_limit")
 DELTA_SWITCHES = ("cpu_bind", "soft_memory")
 DELETABLE = {"deployment": "NAMESPACE NAME", "container": "ID"}
+COUNT_CAP = f"at most {MAX_COUNT}: a deployment holds up to {MAX_COUNT} containers"
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+# The API's names for what each command's flags give (``allotctl.user_terms``): the request
+# body's JSON paths, and the fields the coordinator's checks of a quantity name.
+DEPLOY_FLAGS = {
+    **{f"$.{field}": _flag(field) for field in SPEC_FLAGS},
+    **{f"$.resources.{field}": _flag(field) for field in RESOURCE_FLAGS},
+    "$.resources": "--cpu",  # the one field resources must have
+    "$.resources.extended": "--extended",
+    "cpu_request": "--cpu",
+    "memory_request": "--memory",
+    "cpu_limit": "--cpu-limit",
+    "memory_limit": "--memory-limit",
+}
+REALLOC_FLAGS = {f"$.{field}": _flag(field) for field in (*DELTA_FLAGS, *DELTA_SWITCHES)}
+SCALE_FLAGS = {"$.count": "COUNT"}
 
 
 def deployments_path(namespace: str, name: str = "") -> str:
@@ -65,12 +86,18 @@ def deploy_arguments(parser: argparse.ArgumentParser) -> None:
         "--file", type=Path, help="TOML or JSON with the API body's fields (flags win)"
     )
     parser.add_argument("--name", help="the deployment's name")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what the deploy would do (where, labels, preemptions, or the refusal);"
+        " change nothing",
+    )
     parser.add_argument("--image")
     parser.add_argument("--cpu", help='cores per container: "1.7", "500m", 2')
     parser.add_argument("--memory", help='memory per container: "512Mi"')
     parser.add_argument("--cpu-limit", help="cores a container may use (default: --cpu)")
     parser.add_argument("--memory-limit", help="memory a container may use (default: --memory)")
-    parser.add_argument("--count", type=int, help="containers to place (default 1)")
+    parser.add_argument("--count", type=int, help=f"containers to place (default 1; {COUNT_CAP})")
     parser.add_argument(
         "--cpu-bind", action=argparse.BooleanOptionalAction, help="exclusive cores (cpuset)"
     )
@@ -104,7 +131,16 @@ def deploy_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def deploy(client: ApiClient, args: argparse.Namespace) -> bytes:
-    return client.post(deployments_path(args.namespace), deployment_spec(args))
+    query = "?dry_run=true" if args.dry_run else ""
+    return client.post(deployments_path(args.namespace) + query, deployment_spec(args))
+
+
+def why(client: ApiClient, args: argparse.Namespace) -> bytes:
+    """The container ``ID``, or the deployment ``NAMESPACE/NAME``, with its containers."""
+    namespace, slash, name = args.target.partition("/")
+    if slash:
+        return client.get(deployments_path(namespace, name))
+    return client.get(container_path(args.target))
 
 
 def deployment_spec(args: argparse.Namespace) -> dict[str, Any]:
@@ -189,7 +225,9 @@ def containers_path(args: argparse.Namespace) -> str:
 def scale_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("namespace")
     parser.add_argument("name")
-    parser.add_argument("count", type=int, help="containers the deployment holds in all")
+    parser.add_argument(
+        "count", type=int, help=f"containers the deployment holds in all ({COUNT_CAP})"
+    )
 
 
 def scale(client: ApiClient, args: argparse.Namespace) -> bytes:

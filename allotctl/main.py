@@ -9,17 +9,20 @@
                                    where 10 such containers would go (commits nothing)
 
     allotctl deploy NS [--file web.toml] [--name web --image IMG --cpu 0.5 --memory 64Mi
-                    --count 2 --cpu-bind --env K=V --label K=V ...] [-- COMMAND ...]
-                                   place a deployment; prints what went where
+                    --count 2 --cpu-bind --env K=V --label K=V ...] [--dry-run] [-- COMMAND ...]
+                                   place a deployment; prints what went where (--dry-run:
+                                   what would go where and what it would preempt)
     allotctl deployments NS        a namespace's     allotctl deployment NS NAME   one, in detail
     allotctl containers [--namespace --deployment --node --state --capacity over-quota]
     allotctl container ID          placement, limits, capacity label, observed state, history
+    allotctl why ID|NS/NAME        why a container, or a deployment's, is pending (or not)
     allotctl realloc ID [--cpu +0.5] [--memory=-64Mi] [--cpu-limit ...] ...
                                    change a container's allocation live; prints its limits
     allotctl scale NS NAME COUNT   add containers beside the others, or remove the newest
     allotctl replace ID --image IMG [-- COMMAND ...]
                                    a new container in the old one's allocation
-    allotctl delete deployment NS NAME             allotctl delete container ID
+    allotctl delete deployment NS NAME
+    allotctl delete container ID   stop it; a stand-in keeps its deployment's count
     allotctl events [--namespace --deployment --container --node --kind --since SEQ]
                                    why things happened: placed, refused, realloc, ...
 
@@ -28,7 +31,8 @@
                     [--memory 64Gi] [--numa-memory NUMA=BYTES]
                                    change what a node offers; prints its allocation
     allotctl cordon NODE           no new containers there    allotctl uncordon NODE
-    allotctl drain NODE            cordon, and move its containers to other nodes
+    allotctl drain NODE            cordon, and move its containers to other nodes; those
+                                   with no room stay pending (then it exits 3)
 
 Every command takes ``--json`` to print the API's own JSON instead of tables. The server
 and token come from ``--server``/``--token`` or ``ALLOT_SERVER``/``ALLOT_TOKEN``. A
@@ -42,7 +46,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from allotctl import deployments, nodes
@@ -56,9 +60,16 @@ from allotctl.deployment_views import (
     placed_table,
     realloc_view,
     replaced_view,
+    why_view,
 )
-from allotctl.node_views import allocation_view, cordoned_view, drained_view
+from allotctl.node_views import (
+    allocation_view,
+    cordoned_view,
+    drain_left_pending,
+    drained_view,
+)
 from allotctl.plot import PlotUnavailable, plot_simulation
+from allotctl.user_terms import FlagNames, in_user_terms
 from allotctl.views import (
     node_details,
     nodes_table,
@@ -86,6 +97,10 @@ class Command:
     fetch: Callable[[ApiClient, argparse.Namespace], bytes]  # the API's JSON
     render: Callable[[bytes, argparse.Namespace], str]  # the same for a person
     takes_command: bool = False  # words after "--" are a container's command
+    # Whether an answer says the work is not all done: the command then exits 3.
+    incomplete: Callable[[bytes], bool] | None = None
+    # The API's names for what the flags give (``user_terms``).
+    flags: FlagNames = field(default_factory=dict)
 
 
 def _shown(view: View) -> Callable[[bytes, argparse.Namespace], str]:
@@ -117,6 +132,19 @@ def _plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nodes-file", type=Path, help="JSON list of nodes to plan on instead of the cluster's"
     )
+
+
+PLAN_FLAGS = {
+    "$.request.cpu": "--cpu",
+    "$.request.memory": "--memory",
+    "$.count": "--count",
+    "$.nodes_limit": "--nodes-limit",
+    # the fields the request's checks name
+    "cpu": "--cpu",
+    "cpu_request": "--cpu",
+    "memory": "--memory",
+    "memory_request": "--memory",
+}
 
 
 def _plan(client: ApiClient, args: argparse.Namespace) -> bytes:
@@ -216,6 +244,7 @@ COMMANDS: dict[str, Command] = {
         _plan_arguments,
         _plan,
         _shown(plan_tables),
+        flags=PLAN_FLAGS,
     ),
     "deploy": Command(
         "place a deployment (flags, a TOML/JSON file, or both; -- COMMAND ...)",
@@ -223,6 +252,7 @@ COMMANDS: dict[str, Command] = {
         deployments.deploy,
         _shown(placed_table),
         takes_command=True,
+        flags=deployments.DEPLOY_FLAGS,
     ),
     "deployments": Command(
         "list a namespace's deployments",
@@ -248,17 +278,25 @@ COMMANDS: dict[str, Command] = {
         lambda client, args: client.get(deployments.container_path(args.id)),
         _shown(container_details),
     ),
+    "why": Command(
+        "why a container (ID) or a deployment's containers (NAMESPACE/NAME) are pending",
+        _named("target"),
+        deployments.why,
+        lambda body, args: why_view(body, args.target),
+    ),
     "realloc": Command(
         "change a container's allocation live (signed changes); prints its new limits",
         deployments.realloc_arguments,
         deployments.realloc,
         _shown(realloc_view),
+        flags=deployments.REALLOC_FLAGS,
     ),
     "scale": Command(
         "make a deployment hold COUNT containers: new ones placed, or the newest removed",
         deployments.scale_arguments,
         deployments.scale,
         _shown(deployment_details),
+        flags=deployments.SCALE_FLAGS,
     ),
     "replace": Command(
         "replace a container by one with a new image (-- COMMAND ...) in the same allocation",
@@ -304,10 +342,11 @@ COMMANDS: dict[str, Command] = {
         _shown(cordoned_view),
     ),
     "drain": Command(
-        "cordon a node and move its containers to other nodes",
+        "cordon a node and move its containers to other nodes (exit 3: some pending)",
         _named("node"),
         nodes.acting("drain"),
         _shown(drained_view),
+        incomplete=drain_left_pending,
     ),
 }
 
@@ -321,10 +360,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         body = command.fetch(ApiClient(args.server, args.token), args)
         print(body.decode() if args.json else command.render(body, args))
-    except (ApiClientError, OSError, ValueError, LookupError, PlotUnavailable) as error:
+    except ApiClientError as error:
+        print(f"allotctl: {in_user_terms(error, args.server, command.flags)}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError, LookupError, PlotUnavailable) as error:
         print(f"allotctl: {error}", file=sys.stderr)
         return 1
-    return 0
+    return 3 if command.incomplete is not None and command.incomplete(body) else 0
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -18,20 +18,28 @@ _cordoned = AnswerDecoder(Cordoned)
 
 
 def allocation_view(body: bytes) -> str:
-    """What the node offers and what is allocated there, then core by core."""
+    """What the node offers and what is allocated there, then core by core. CPU is
+    allocated two ways: bound containers hold pieces of cores (the table's BOUND), and
+    unbound ones are charged their requests on the shared pool, the cores no bound
+    container uses, up to its CPUs times the node's ``cpu_overcommit``."""
     node = _allocation.decode(body)
-    offered, used = sum(node.cores.values()), sum(node.used.values())
+    offered, bound = sum(node.cores.values()), sum(node.used.values())
+    used = bound + node.unbound_cpu
     numa_memory = node.numa_memory or {}
     head = table(
         None,
         [
             ("node", node.node),
             ("cordoned", "yes (takes no new containers)" if node.cordoned else "no"),
-            ("cores", f"{_cores(node, used)} of {_cores(node, offered)} used"),
+            (
+                "cores",
+                f"{_cores(node, used)} of {_cores(node, offered)} used"
+                f" ({_cores(node, bound)} bound, {_cores(node, node.unbound_cpu)} unbound)",
+            ),
             ("share base", f"{node.share_base} pieces per core"),
             ("memory", f"{_memory(node.memory_used)} of {_memory(node.memory)} used"),
             ("numa memory", ", ".join(f"{n}={_memory(b)}" for n, b in numa_memory.items()) or "-"),
-            ("shared pool", docker_cpuset(node.shared_pool) or "- (every core is bound)"),
+            ("shared pool", _shared_pool(node)),
             ("extended", _extended(node)),
             ("containers", _containers(node.containers)),
             ("version", node.version),
@@ -50,7 +58,7 @@ def allocation_view(body: bytes) -> str:
         )
         for core, pieces in sorted(node.cores.items())
     ]
-    return head + "\n\n" + table(["CORE", "NUMA", "OFFERED", "USED", "FREE"], rows)
+    return head + "\n\n" + table(["CORE", "NUMA", "OFFERED", "BOUND", "FREE"], rows)
 
 
 def cordoned_view(body: bytes) -> str:
@@ -59,14 +67,38 @@ def cordoned_view(body: bytes) -> str:
 
 
 def drained_view(body: bytes) -> str:
+    """``node-b drained: moved 1, pending 1`` and a line per container moved."""
     answer = _cordoned.decode(body)
-    moved = f"{answer.node} drained: {len(answer.released)} container(s) moved"
-    where = [f"{old} -> {answer.placed_again.get(old) or 'nowhere'}" for old in answer.released]
-    return f"{moved}: {', '.join(where)}" if where else moved
+    head = f"{answer.node} drained: moved {len(answer.placed)}, pending {len(answer.pending)}"
+    lines = [head]
+    for old in answer.released:
+        new = answer.stand_ins.get(old, "?")
+        if new in answer.placed:
+            lines.append(f"  {old} -> {new} on {answer.placed[new]}")
+        else:
+            lines.append(f"  {old} -> {new} pending: {answer.pending.get(new, '?')}")
+    return "\n".join(lines)
+
+
+def drain_left_pending(body: bytes) -> bool:
+    """Whether the drain left containers pending (``allotctl drain`` then exits 3)."""
+    return bool(_cordoned.decode(body).pending)
 
 
 def _cores(node: Allocation, pieces: int) -> str:
     return format_cpu(pieces, share_base=node.share_base)
+
+
+def _shared_pool(node: Allocation) -> str:
+    """``1 (1 CPU x cpu_overcommit 1.5 = 1.5 for unbound containers, 0.5 requested)``."""
+    cores = docker_cpuset(node.shared_pool)
+    if not cores:
+        return "- (every core is bound)"
+    return (
+        f"{cores} ({_cores(node, node.shared_cpu)} CPU x cpu_overcommit {node.cpu_overcommit}"
+        f" = {_cores(node, node.shared_limit)} for unbound containers,"
+        f" {_cores(node, node.unbound_cpu)} requested)"
+    )
 
 
 def _extended(node: Allocation) -> str:

@@ -51,6 +51,12 @@ def set_node_arguments(parser: argparse.ArgumentParser) -> None:
             help="repeatable",
         )
     parser.add_argument("--memory", help='bytes or a quantity: "64Gi"')
+    parser.add_argument(
+        "--cpu-overcommit",
+        metavar="RATIO",
+        help="how far unbound containers' CPU requests may oversell the shared pool, in"
+        ' either mode: "1" (none, the default) to "100"',
+    )
 
 
 def set_node(client: ApiClient, args: argparse.Namespace) -> bytes:
@@ -63,9 +69,13 @@ def capacity(args: argparse.Namespace) -> dict[str, Any]:
     fields: dict[str, Any] = {field: dict(pairs) for field, pairs in given.items() if pairs}
     if args.memory is not None:
         fields["memory"] = args.memory
+    if args.cpu_overcommit is not None:
+        fields["cpu_overcommit"] = args.cpu_overcommit
     if not fields:
         flags = ", ".join(f"--{flag}" for flag, *_ in CAPACITY_MAPS)
-        raise ValueError(f"set-node changes nothing: give one of {flags}, --memory")
+        raise ValueError(
+            f"set-node changes nothing: give one of {flags}, --memory, --cpu-overcommit"
+        )
     return {"mode": args.mode, **fields}
 
 

@@ -10,7 +10,7 @@ import msgspec
 
 from client.answers import AnswerDecoder
 from shared.api.leases import ResourceLeases, ResourceList, ResourceStatus
-from shared.api.nodes import NodeList, NodeRecord
+from shared.api.nodes import NodeList, NodeView
 from shared.api.plans import PlanResponse
 from shared.api.quotas import QuotaSummary, QuotaView
 from shared.inventory_text import describe_inventory
@@ -26,7 +26,7 @@ class ResourceView(msgspec.Struct):
 
 
 _nodes = AnswerDecoder(NodeList)
-_node = AnswerDecoder(NodeRecord)
+_node = AnswerDecoder(NodeView)
 _resources = AnswerDecoder(ResourceList)
 _resource = AnswerDecoder(ResourceView)
 _plan = AnswerDecoder(PlanResponse)
@@ -46,7 +46,7 @@ def nodes_table(body: bytes) -> str:
         rows.append(
             (
                 node.name,
-                node.state,
+                _state(node),
                 f"{len(inventory.offered())}/{len(inventory.online)}",
                 inventory.core_count(),
                 len(inventory.numa_nodes),
@@ -60,11 +60,15 @@ def nodes_table(body: bytes) -> str:
     return table(headers, rows)
 
 
+def _state(node: NodeView) -> str:
+    return f"{node.state},cordoned" if node.cordoned else node.state
+
+
 def node_details(body: bytes) -> str:
     node = _node.decode(body)
     head = [
         ("name", node.name),
-        ("state", f"{node.state} for {age(node.state_since)}"),
+        ("state", f"{_state(node)} for {age(node.state_since)}"),
         ("reason", node.reason or "-"),
         ("registered", f"{timestamp(node.registered_at)} ({age(node.registered_at)} ago)"),
         ("agent", f"{node.agent_version or 'unknown version'} at {node.address or '?'}"),

@@ -14,7 +14,24 @@ TIMEOUT_SECONDS = 10.0
 
 
 class ApiClientError(Exception):
-    """What went wrong, in words fit for the terminal."""
+    """What went wrong, in words fit for the terminal. An error the coordinator answered
+    also keeps its parts (``status`` 0 when there was no answer), for a caller that can
+    say it in its own user's terms."""
+
+    def __init__(
+        self,
+        text: str,
+        *,
+        status: int = 0,
+        code: str = "",
+        message: str = "",
+        details: Mapping[str, object] | None = None,
+    ) -> None:
+        super().__init__(text)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details: Mapping[str, object] = details or {}
 
 
 class ApiClient:
@@ -55,7 +72,7 @@ class ApiClient:
                 body: bytes = response.read()
                 return body
         except urllib.error.HTTPError as error:
-            raise ApiClientError(_error_message(error)) from None
+            raise _answered(error) from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
             raise ApiClientError(
@@ -67,16 +84,21 @@ def quote(segment: str) -> str:
     return urllib.parse.quote(segment, safe="")
 
 
-def _error_message(error: urllib.error.HTTPError) -> str:
+def _answered(error: urllib.error.HTTPError) -> ApiClientError:
+    """The coordinator's JSON error (its message, code and the numbers in its details),
+    or the bare HTTP status when the answer is not one."""
     try:
         detail = json.loads(error.read())["error"]
-        message = f"{detail['message']} ({error.code} {detail['code']})"
+        message, code = str(detail["message"]), str(detail["code"])
     except (ValueError, KeyError, TypeError):
-        return f"the coordinator answered HTTP {error.code} {error.reason}"
+        text = f"the coordinator answered HTTP {error.code} {error.reason}"
+        return ApiClientError(text, status=error.code)
     details = detail.get("details")
-    if not isinstance(details, dict) or not details:
-        return message
-    return message + "\n" + describe_details(details)
+    details = details if isinstance(details, dict) else {}
+    text = f"{message} ({error.code} {code})"
+    if details:
+        text += "\n" + describe_details(details)
+    return ApiClientError(text, status=error.code, code=code, message=message, details=details)
 
 
 def describe_details(details: Mapping[str, object]) -> str:

@@ -42,7 +42,7 @@ from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService, cluster_total
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
-from coordinator.store.sqlite import SqliteStore
+from coordinator.store.opening import open_store
 from shared.logs import get_logger
 
 log = get_logger("allot.coordinator")
@@ -88,9 +88,9 @@ async def _close_agent_sessions(app: web.Application) -> None:
 
 
 async def _store(app: web.Application) -> AsyncIterator[None]:
-    path = app[CONFIG].store_path
-    store = await SqliteStore.open(path)
-    log.info("store opened", path=path, revision=store.revision)
+    config = app[CONFIG]
+    store = await open_store(config)
+    log.info("store opened", store=config.store_location, revision=store.revision)
     app[STORE] = store
     yield
     await store.close()
@@ -136,10 +136,12 @@ async def _deployments(app: web.Application) -> AsyncIterator[None]:
     # Started here, not with the pools: an update reads the deployments' demands (it
     # failed with a KeyError until they were loaded, on a large store for seconds).
     updater = asyncio.create_task(_update_pools(app))
+    scheduler = asyncio.create_task(service.schedule_pending(every=config.scheduler_seconds))
     yield
+    await _stop(scheduler)
     await _stop(updater)
     await _stop(releaser)
-    service.close()
+    await service.close()
 
 
 async def _release_lost(service: DeploymentService, grace: float) -> None:

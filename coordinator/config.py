@@ -11,6 +11,8 @@ from msgspec import Meta
 
 from coordinator.leases import ResourceTemplate, TemplateError, validate_templates
 from coordinator.pools import PoolConfigError, parse_config
+from coordinator.store.etcd import check_root
+from coordinator.store.etcd_link import EtcdSettings, endpoint_problem
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 from shared.resource_names import is_rfc1123_label
 from shared.tokens import token_problem
@@ -60,6 +62,25 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     host: Annotated[str, Meta(description="address to listen on")] = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65535, description="TCP port (0: any free port)")] = 7600
     data_dir: Annotated[str, Meta(description="where the SQLite store lives")] = "/var/lib/allot"
+    store: Annotated[
+        Literal["sqlite", "etcd"],
+        Meta(description="the state store: sqlite (embedded, in data_dir) or etcd"),
+    ] = "sqlite"
+    etcd_endpoints: Annotated[
+        list[str],
+        Meta(description="etcd members, host:port or http(s)://host:port (comma-separated)"),
+    ] = []
+    etcd_prefix: Annotated[
+        str, Meta(description="every key under this etcd prefix: one per allot cluster")
+    ] = "/allot"
+    etcd_ca_file: Annotated[str, Meta(description="TLS: the CA of the etcd members")] = ""
+    etcd_cert_file: Annotated[str, Meta(description="TLS: client certificate for etcd")] = ""
+    etcd_key_file: Annotated[str, Meta(description="TLS: the client certificate's key")] = ""
+    etcd_user: Annotated[str, Meta(description="etcd user (with etcd_password)")] = ""
+    etcd_password: Annotated[str, Meta(description="that etcd user's password")] = ""
+    etcd_timeout_seconds: Annotated[
+        float, Meta(gt=0, description="per etcd call, and to connect to one member")
+    ] = 10.0
     join_token: Annotated[str, Meta(description="secret agents present to join")] = ""
     api_tokens: Annotated[
         list[str], Meta(description="secrets API clients present (comma-separated)")
@@ -93,9 +114,18 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         Meta(
             gt=0,
             description="how long a lost node's containers stay allocated before they are"
-            " released and re-placed",
+            " released and their stand-ins pending",
         ),
     ] = 300.0
+    scheduler_seconds: Annotated[
+        float,
+        Meta(
+            gt=0,
+            description="how often pending containers are tried again even when nothing"
+            " said room appeared (a pool limit raised); a freed node, a node that joins or"
+            " is uncordoned, and a quota written start a pass at once",
+        ),
+    ] = 10.0
     lease_sweep_seconds: Annotated[
         float, Meta(gt=0, description="how often expired capacity leases are dropped")
     ] = 1.0
@@ -118,6 +148,7 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             validate_templates(self.resources)
         except TemplateError as error:
             raise ValueError(f"resources: {error.message}") from None
+        _check_etcd(self)
         if self.heartbeat_seconds >= self.lease_seconds:
             raise ValueError(
                 f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be shorter than"
@@ -127,6 +158,47 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def store_path(self) -> Path:
         return Path(self.data_dir) / "allot.db"
+
+    @property
+    def etcd(self) -> EtcdSettings:
+        return EtcdSettings(
+            endpoints=tuple(self.etcd_endpoints),
+            prefix=self.etcd_prefix,
+            ca_file=self.etcd_ca_file,
+            cert_file=self.etcd_cert_file,
+            key_file=self.etcd_key_file,
+            user=self.etcd_user,
+            password=self.etcd_password,
+            timeout_s=self.etcd_timeout_seconds,
+        )
+
+    @property
+    def store_location(self) -> str:
+        """Where the store is, for the log."""
+        if self.store == "etcd":
+            return f"etcd {','.join(self.etcd_endpoints)} prefix {self.etcd_prefix}"
+        return str(self.store_path)
+
+
+def _check_etcd(config: CoordinatorConfig) -> None:
+    if config.store == "etcd" and not config.etcd_endpoints:
+        raise ValueError('store = "etcd" needs etcd_endpoints: at least one etcd member')
+    for endpoint in config.etcd_endpoints:
+        problem = endpoint_problem(endpoint)
+        if problem:
+            raise ValueError(f"etcd_endpoints: {problem}")
+    try:
+        check_root(config.etcd_prefix)
+    except ValueError as error:
+        raise ValueError(str(error)) from None
+    if bool(config.etcd_user) != bool(config.etcd_password):
+        raise ValueError("etcd_user and etcd_password go together: give both or neither")
+    if bool(config.etcd_cert_file) != bool(config.etcd_key_file):
+        raise ValueError("etcd_cert_file and etcd_key_file go together: give both or neither")
+    for name in ("etcd_ca_file", "etcd_cert_file", "etcd_key_file"):
+        path = getattr(config, name)
+        if path and not Path(path).is_file():
+            raise ValueError(f"{name}: {path} is not a readable file")
 
 
 def _check_namespace_tokens(entries: list[NamespaceToken]) -> None:

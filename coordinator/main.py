@@ -5,12 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
+import sys
+from pathlib import Path
 
 from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import ENV_PREFIX, CoordinatorConfig
 from coordinator.store import StoreError
+from coordinator.store.etcd import check_root
+from coordinator.store.etcd_link import EtcdSettings, endpoint_problem
+from coordinator.store.migrate import migrate
 from shared.logs import configure, get_logger
 from shared.sdnotify import notify
 from shared.service import (
@@ -24,10 +30,14 @@ log = get_logger("allot.coordinator")
 
 
 def main(argv: list[str] | None = None) -> int:
+    args_given = sys.argv[1:] if argv is None else argv
+    if args_given[:1] == ["migrate"]:
+        return migrate_main(args_given[1:])
     parser = argparse.ArgumentParser(
         prog="allot-coordinator",
         description="Run the allot coordinator: the HTTP API, the agent socket and the store."
-        f" Every setting can also be given as {ENV_PREFIX}<NAME> in the environment.",
+        f" Every setting can also be given as {ENV_PREFIX}<NAME> in the environment."
+        " 'allot-coordinator migrate --help': copy a SQLite store into etcd.",
     )
     add_config_arguments(parser, CoordinatorConfig)
     args = parser.parse_args(argv)
@@ -43,6 +53,53 @@ def main(argv: list[str] | None = None) -> int:
     except ListenError as error:
         log.error("cannot listen", host=config.host, port=config.port, reason=error)
         return 1
+    return 0
+
+
+def migrate_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="allot-coordinator migrate",
+        description="Copy a SQLite store (no coordinator running on it) into an empty etcd"
+        " prefix: every key and value; etcd numbers the revisions anew. The etcd password,"
+        f" if any, comes from {ENV_PREFIX}ETCD_PASSWORD.",
+    )
+    parser.add_argument("--from", dest="source", type=Path, required=True, help="allot.db")
+    parser.add_argument(
+        "--to", dest="endpoints", required=True, help="etcd endpoints, comma-separated"
+    )
+    parser.add_argument("--etcd-prefix", default="/allot")
+    for name in ("ca-file", "cert-file", "key-file", "user"):
+        parser.add_argument(f"--etcd-{name}", default="")
+    args = parser.parse_args(argv)
+    configure("info")
+    try:
+        target = EtcdSettings(
+            endpoints=tuple(e.strip() for e in args.endpoints.split(",") if e.strip()),
+            prefix=args.etcd_prefix,
+            ca_file=args.etcd_ca_file,
+            cert_file=args.etcd_cert_file,
+            key_file=args.etcd_key_file,
+            user=args.etcd_user,
+            password=os.environ.get(f"{ENV_PREFIX}ETCD_PASSWORD", ""),
+        )
+        problems = [endpoint_problem(e) for e in target.endpoints] or ["no endpoint given"]
+        if any(problems):
+            parser.error(f"--to: {'; '.join(p for p in problems if p)}")
+        check_root(target.prefix)
+        copied = asyncio.run(migrate(args.source, target))
+    except (StoreError, ValueError) as error:
+        log.error("migration refused", source=args.source, reason=error)
+        return 1
+    log.info(
+        "store migrated",
+        source=args.source,
+        endpoints=",".join(target.endpoints),
+        prefix=target.prefix,
+        keys=copied.keys,
+        value_bytes=copied.value_bytes,
+        source_revision=copied.source_revision,
+        etcd_revision=copied.target_revision,
+    )
     return 0
 
 
@@ -93,7 +150,7 @@ async def serve(config: CoordinatorConfig) -> None:
         log.info(
             "coordinator listening",
             url=url,
-            store=config.store_path,
+            store=config.store_location,
             lease_s=config.lease_seconds,
             heartbeat_s=config.heartbeat_seconds,
         )

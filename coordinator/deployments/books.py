@@ -15,6 +15,8 @@ it after random sequences of decisions):
 3. ``requested[pool]`` is the sum over the pool's live containers of what their node's
    allocation asks for (CPU in shares of ``share_base``, memory in bytes).
 4. ``observed`` holds only live containers.
+5. ``pending`` holds the containers counted but not placed; ``pending_of`` indexes them
+   by deployment. No pending id is a container's id.
 
 Nothing here decides or does I/O; every read costs O(the answer), never O(all containers).
 """
@@ -26,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from coordinator.deployments.decision import Decision
+from coordinator.deployments.records import PendingRecord
 from coordinator.placement import NodeState
 from coordinator.quotas import PreemptionRecord
 from shared.api.containers import ContainerRecord
@@ -45,6 +48,8 @@ class Books:
         self.cordoned: set[str] = set()
         self.preemptions: list[PreemptionRecord] = []  # within the cool-down (quotas 8.3)
         self.observed: dict[str, ContainerStatus] = {}
+        self.pending: dict[str, PendingRecord] = {}
+        self._pending_by_deployment: defaultdict[DeploymentKey, set[str]] = defaultdict(set)
         # The store revision of each node's allocation key, which a commit compares, and
         # the revision of the node's desired state (its allocation or any of its
         # containers), which only grows and goes to its agent.
@@ -79,6 +84,11 @@ class Books:
 
     def of_deployment(self, key: DeploymentKey) -> list[ContainerRecord]:
         return [self.containers[cid] for cid in sorted(self._by_deployment.get(key, ()))]
+
+    def pending_of(self, key: DeploymentKey) -> list[PendingRecord]:
+        """The deployment's pending containers, by id. O(answer)."""
+        ids = self._pending_by_deployment.get(key, ())
+        return [self.pending[cid] for cid in sorted(ids)]
 
     def namespaces(self) -> list[str]:
         return sorted(ns for ns, ids in self._by_namespace.items() if ids)
@@ -128,6 +138,13 @@ class Books:
         for record in change.containers.values():
             if not record.replaced_by:
                 self._index(record)
+        for container_id in change.unpending:
+            gone = self.pending.pop(container_id, None)
+            if gone is not None:
+                _discard(self._pending_by_deployment, _key_of(gone), container_id)
+        for container_id, pending in change.pending.items():
+            self.pending[container_id] = pending
+            self._pending_by_deployment[_key_of(pending)].add(container_id)
         for key, deployment in change.deployments.items():
             self.deployments[key] = deployment
         for key in change.removed_deployments:
@@ -211,6 +228,12 @@ class Books:
         assert _nonzero(self._requested) == _nonzero(fresh._requested), "pool requests drifted"
         assert self._charged == fresh._charged, "charges drifted"
         assert set(self.observed) <= set(self.containers), "observed holds gone containers"
+        pending_index: defaultdict[DeploymentKey, set[str]] = defaultdict(set)
+        for pending in self.pending.values():
+            pending_index[_key_of(pending)].add(pending.id)
+        ours = {k: v for k, v in self._pending_by_deployment.items() if v}
+        assert ours == dict(pending_index), "index _pending_by_deployment drifted"
+        assert not set(self.pending) & set(self.containers), "pending and placed overlap"
 
 
 def _discard(index: defaultdict[K, set[str]], key: K, container_id: str) -> None:
@@ -219,6 +242,10 @@ def _discard(index: defaultdict[K, set[str]], key: K, container_id: str) -> None
         ids.discard(container_id)
         if not ids:
             del index[key]
+
+
+def _key_of(record: PendingRecord) -> DeploymentKey:
+    return (record.namespace, record.deployment)
 
 
 def _nonzero(requested: dict[str, list[int]]) -> dict[str, list[int]]:

@@ -5,6 +5,7 @@ at all (``sequencer``), then applied to the books (``books``).
     change.containers[record.id] = record      # new or changed
     change.remove(old_id, node)                # gone (its allocation released already)
     change.notes.append(Note("placed", ...))   # events committed with it
+    change.put_pending(stand_in)               # a container counted but not placed
 
 A decision never holds a container both changed and removed: ``remove`` drops a change of
 the same container, and ``Draft.put_container`` a removal. A batch is one Decision too:
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from coordinator.deployments.records import PendingRecord
 from coordinator.placement import NodeState
 from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.services.events import Note
@@ -36,6 +38,11 @@ class Decision:
     notes: list[Note] = field(default_factory=list)
     preemptions: list[PreemptionRecord] = field(default_factory=list)
     quotas: dict[str, Quota | None] = field(default_factory=dict)  # None: deleted
+    pending: dict[str, PendingRecord] = field(default_factory=dict)
+    unpending: set[str] = field(default_factory=set)  # pending ids placed or dropped
+    # Set by a decision that may make room without removing anything (a node's capacity
+    # grew); removals, uncordons and quota writes say so themselves (``may_make_room``).
+    capacity_changed: bool = False
 
     def remove(self, container_id: str, node: str) -> None:
         self.containers.pop(container_id, None)
@@ -49,18 +56,29 @@ class Decision:
         self.deployments.pop(key, None)
         self.removed_deployments.add(key)
 
+    def put_pending(self, record: PendingRecord) -> None:
+        self.unpending.discard(record.id)
+        self.pending[record.id] = record
+
+    def drop_pending(self, container_id: str) -> None:
+        self.pending.pop(container_id, None)
+        self.unpending.add(container_id)
+
     def copy(self) -> Decision:
         """A copy a decider may write into, leaving this one as it was. O(size)."""
         return Decision(
-            dict(self.nodes),
-            dict(self.containers),
-            dict(self.removed),
-            dict(self.deployments),
-            set(self.removed_deployments),
-            dict(self.cordons),
-            list(self.notes),
-            list(self.preemptions),
-            dict(self.quotas),
+            nodes=dict(self.nodes),
+            containers=dict(self.containers),
+            removed=dict(self.removed),
+            deployments=dict(self.deployments),
+            removed_deployments=set(self.removed_deployments),
+            cordons=dict(self.cordons),
+            notes=list(self.notes),
+            preemptions=list(self.preemptions),
+            quotas=dict(self.quotas),
+            pending=dict(self.pending),
+            unpending=set(self.unpending),
+            capacity_changed=self.capacity_changed,
         )
 
     def is_empty(self) -> bool:
@@ -74,6 +92,19 @@ class Decision:
             or self.notes
             or self.preemptions
             or self.quotas
+            or self.pending
+            or self.unpending
+        )
+
+    def may_make_room(self) -> bool:
+        """Whether pending containers may fit once this is applied: something was removed,
+        a node uncordoned or grown, or a quota written."""
+        return bool(
+            self.removed
+            or self.removed_deployments
+            or self.quotas
+            or self.capacity_changed
+            or not all(self.cordons.values())
         )
 
     def touched_nodes(self) -> set[str]:

@@ -14,6 +14,7 @@ one decision is small; a batch's is as large as the decisions in it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import msgspec
 
@@ -21,6 +22,7 @@ from coordinator.deployments.books import Books, DeploymentKey
 from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.outcome import DeployRefused
+from coordinator.deployments.records import PendingRecord
 from coordinator.errors import NotFound, UnusableNode
 from coordinator.placement import NodeState, release
 from coordinator.quotas import PreemptionRecord, Quota
@@ -28,6 +30,9 @@ from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.api.deployments import DeploymentRecord
 from shared.protocol import Limits
+
+T = TypeVar("T")
+CORDONED = "cordoned"  # why placement leaves a cordoned node out (``skipped_nodes``)
 
 
 class Draft:
@@ -60,10 +65,20 @@ class Draft:
 
     def live(self, container_id: str) -> ContainerRecord:
         """The live container ``container_id``, which a request may change: ``NotFound``
-        when there is none, a conflict ``swap_under_way`` while a new container replaces it."""
+        when there is none, a conflict ``swap_under_way`` while a new container replaces
+        it, ``container_pending`` while it is pending."""
         record = self.container(container_id)
         if record is not None:
             return record
+        if self.pending(container_id) is not None:
+            raise DeployRefused(
+                "invalid",
+                "container_pending",
+                f"{container_id} is pending: no node holds it yet (GET it to see why);"
+                " scale its deployment to change how many containers it counts",
+                "conflict",
+                {"container": container_id},
+            )
         old = self.replaced(container_id)
         if old is None:
             raise NotFound(f"no container {container_id}", details={"container": container_id})
@@ -108,6 +123,26 @@ class Draft:
             self.books.ids("deployment", key), lambda r: (r.namespace, r.deployment) == key
         )
         return sorted(mine, key=lambda c: (c.created, c.id))
+
+    def pending(self, container_id: str) -> PendingRecord | None:
+        if container_id in self.change.unpending:
+            return None
+        return self.change.pending.get(container_id) or self.books.pending.get(container_id)
+
+    def pending_of(self, key: DeploymentKey) -> list[PendingRecord]:
+        """The deployment's pending containers, oldest first."""
+        ids = {p.id for p in self.books.pending_of(key)}
+        ids.update(
+            cid for cid, p in self.change.pending.items() if (p.namespace, p.deployment) == key
+        )
+        found = (self.pending(cid) for cid in ids)
+        return sorted((p for p in found if p is not None), key=lambda p: (p.since, p.id))
+
+    def all_pending(self) -> list[PendingRecord]:
+        """Every pending container. O(pending)."""
+        ids = {*self.books.pending, *self.change.pending}
+        found = (self.pending(cid) for cid in sorted(ids))
+        return [p for p in found if p is not None]
 
     def of_namespaces(self, namespaces: Iterable[str]) -> list[ContainerRecord]:
         return self._of_any("namespace", set(namespaces))
@@ -174,10 +209,13 @@ class Draft:
         return states
 
     def skipped_nodes(self) -> dict[str, str]:
-        """The ready, uncordoned nodes placement leaves out, and why: their records
-        break today's rules (``NodeRegistry.unusable``), so nothing is placed there."""
+        """The ready nodes placement leaves out, and why, by name: those cordoned, and
+        those whose records break today's rules (``NodeRegistry.unusable``)."""
+        ready = self.context.ready_nodes()
+        skipped = {node: CORDONED for node in ready if self.cordoned(node)}
         found = map(self._usable, self._ready_uncordoned())
-        return {f.node: f.reason for f in found if isinstance(f, UnusableNode)}
+        skipped |= {f.node: f.reason for f in found if isinstance(f, UnusableNode)}
+        return dict(sorted(skipped.items()))
 
     def _ready_uncordoned(self) -> list[str]:
         return [node for node in self.context.ready_nodes() if not self.cordoned(node)]
@@ -201,10 +239,26 @@ class Draft:
 
     # -- writes ------------------------------------------------------------------------
 
+    def attempt(self, step: Callable[[Draft], T]) -> T:
+        """``step`` on a copy of this draft: its writes are kept when it returns, and
+        thrown away when it raises. O(size of the change) for the copy."""
+        trial = Draft(self.books, self.context, self.change.copy())
+        trial._first_note = self._first_note
+        value = step(trial)
+        self.change = trial.change
+        self.dirty |= trial.dirty
+        return value
+
     def put_container(self, record: ContainerRecord) -> None:
         self.change.removed.pop(record.id, None)
         self.change.containers[record.id] = record
         self.dirty.add(record.namespace)
+
+    def put_pending(self, record: PendingRecord) -> None:
+        self.change.put_pending(record)
+
+    def drop_pending(self, container_id: str) -> None:
+        self.change.drop_pending(container_id)
 
     def put_node(self, state: NodeState) -> None:
         self.change.nodes[state.name] = state

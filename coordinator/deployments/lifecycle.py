@@ -2,9 +2,11 @@
 lost (replacing one is ``swaps``). Each function is a decider (``sequencer``).
 
 A lost node's containers stay allocated for a grace period (the node may come back with
-them still running); then, in one commit, they are released and those whose restart
-policy asks for it are placed again on the ready nodes. When the node's agent returns it
-is told to remove what was given up, since its desired state no longer holds it.
+them still running); then, in one commit, they are released and each leaves a pending
+stand-in (``pending``), placed on the ready nodes at once where there is room. When the
+node's agent returns it is told to remove what was given up, since its desired state no
+longer holds it. Deleting a container leaves a stand-in too: only scaling down and
+deleting the deployment lower its count.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import msgspec
 
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.outcome import DeployRefused, refused_by_kind
-from coordinator.deployments.placing import check_admission, counted, place_again
+from coordinator.deployments.pending import Pass, replace_with_stand_ins
+from coordinator.deployments.placing import check_admission, counted
 from coordinator.deployments.sequencer import Refused
 from coordinator.deployments.translate import limits_change, note_for, quota_container
 from coordinator.placement import Delta, PlacementError, realloc
@@ -61,26 +64,21 @@ def reallocate(draft: Draft, container_id: str, delta: Delta) -> ContainerRecord
     return done
 
 
-def release_lost(draft: Draft, grace_seconds: float) -> list[str]:
-    """Release the containers of nodes lost for at least ``grace_seconds`` and place
-    again those whose restart policy asks for it; the ids released."""
+def release_lost(draft: Draft, grace_seconds: float) -> Pass:
+    """Release the containers of nodes lost for at least ``grace_seconds``, each leaving
+    a pending stand-in, placed at once where there is room."""
     lost = draft.context.lost_since(draft.context.clock(), grace_seconds)
     gone = [record for node in sorted(lost) for record in draft.on_node(node)]
-    for record in gone:
-        draft.release(record)
-        why = f"node {record.node} lost for more than {grace_seconds:g}s"
-        draft.note(note_for("released", why, record))
-    for record in gone:
-        if record.restart_policy != "no":
-            place_again(draft, record, why=f"in place of {record.id} on lost node {record.node}")
-    return [record.id for record in gone]
+    return replace_with_stand_ins(
+        draft, gone, lambda r: f"node {r.node} lost for more than {grace_seconds:g}s"
+    )
 
 
-def delete_container(draft: Draft, container_id: str) -> ContainerRecord:
+def delete_container(draft: Draft, container_id: str) -> Pass:
+    """Stop the container and leave a pending stand-in of its deployment, placed at once
+    where there is room (Nomad's ``alloc stop``); scale the deployment to have fewer."""
     record = draft.live(container_id)
-    draft.note(note_for("deleted", "on request", record))
-    draft.release(record)
-    return record
+    return replace_with_stand_ins(draft, [record], lambda _: "deleted on request", event="deleted")
 
 
 def delete_deployment(draft: Draft, namespace: str, name: str) -> list[str]:
@@ -91,4 +89,6 @@ def delete_deployment(draft: Draft, namespace: str, name: str) -> list[str]:
     for record in gone:
         draft.release(record)
         draft.note(note_for("deleted", "its deployment was deleted", record))
+    for pending in draft.pending_of(key):
+        draft.drop_pending(pending.id)
     return [record.id for record in gone]

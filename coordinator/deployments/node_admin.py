@@ -8,8 +8,7 @@ from typing import Any
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.inventory_change import capacity_delta
 from coordinator.deployments.outcome import DeployRefused, refused_by_kind
-from coordinator.deployments.placing import place_again
-from coordinator.deployments.translate import note_for
+from coordinator.deployments.pending import Pass, replace_with_stand_ins
 from coordinator.placement import NodeState, PlacementError, set_node
 from coordinator.services.events import Note
 from coordinator.services.plan_nodes import node_from_inventory
@@ -28,6 +27,7 @@ def set_capacity(draft: Draft, node: str, mode: str, *, why: str = "", **fields:
         raise refused_by_kind(error) from error
     draft.put_node(moved.state)
     draft.record_limits(moved.updates, node)
+    draft.change.capacity_changed = True
     offered = f"{len(moved.state.cores)} cores, {format_memory(moved.state.memory)}"
     draft.note(Note("node", f"{why or f'capacity set ({mode})'}: {offered}", node=node))
     return moved.state
@@ -70,17 +70,10 @@ def cordon(draft: Draft, node: str, cordoned: bool) -> None:
     draft.note(Note("node", "cordoned" if cordoned else "uncordoned", node=node))
 
 
-def drain(draft: Draft, node: str) -> dict[str, str | None]:
-    """Cordon the node and move every container off it: each is released and placed
-    again on the other nodes in the same commit (one with no room elsewhere is released
-    all the same, and the refusal is an event). Each id released -> the id of the
-    container placed in its stead (None when there was no room)."""
+def drain(draft: Draft, node: str) -> Pass:
+    """Cordon the node and move every container off it: each is released and leaves a
+    pending stand-in, placed on the other nodes in the same commit where there is room;
+    the rest stay pending until room appears. Drain never lowers a deployment's count."""
     cordon(draft, node, True)
-    gone = draft.on_node(node)
-    for record in gone:
-        draft.release(record)
-        draft.note(note_for("released", f"node {node} drained", record))
-    return {
-        record.id: place_again(draft, record, why=f"moved off drained node {node}")
-        for record in gone
-    }
+    cause = f"node {node} drained"
+    return replace_with_stand_ins(draft, draft.on_node(node), lambda _: cause)

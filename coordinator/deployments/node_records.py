@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from coordinator.placement import Allocation, NodeState, Normalized, Plan
+from coordinator.placement.shared_cpu import overcommit_ratio, overcommit_text
 
 ALLOCATION_PREFIX = "/allocations/"
 
@@ -32,6 +33,7 @@ class StoredNode(msgspec.Struct, frozen=True, kw_only=True):
     share_base: int
     version: int
     allocations: dict[str, StoredAllocation]
+    cpu_overcommit: str = "1"  # a record stored before there was one reads as no oversell
 
 
 def allocation_key(node: str) -> str:
@@ -47,6 +49,7 @@ def stored(state: NodeState) -> StoredNode:
         numa_memory=None if state.numa_memory is None else dict(state.numa_memory),
         share_base=state.share_base,
         version=state.version,
+        cpu_overcommit=overcommit_text(state.cpu_overcommit),
         allocations={
             cid: StoredAllocation(
                 cores=dict(a.plan.cores),
@@ -74,6 +77,7 @@ def loaded(record: StoredNode) -> NodeState:
         numa_memory=record.numa_memory,
         share_base=record.share_base,
         version=record.version,
+        cpu_overcommit=overcommit_ratio(record.cpu_overcommit),
         allocations={
             cid: Allocation(
                 Plan(dict(a.cores), numa=a.numa, memory=a.memory, fragment=a.fragment),

@@ -15,6 +15,7 @@ Each public function is a decider (``sequencer``): it reads and writes a ``Draft
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from fractions import Fraction
 
 import msgspec
@@ -30,11 +31,12 @@ from coordinator.deployments.outcome import (
 from coordinator.deployments.pool_link import check_pool_limits, check_pool_use
 from coordinator.deployments.sequencer import Refused
 from coordinator.deployments.translate import (
+    container_of,
     new_id,
     note_for,
+    pending_note,
     quota_candidate,
     quota_container,
-    quota_requests,
     unit_need,
 )
 from coordinator.deployments.units import FreeUnits, Grant, free_units, room, shortage
@@ -54,6 +56,9 @@ from coordinator.quotas import Container as QuotaContainer
 from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
+
+# Why containers were placed, after "on <node>": one text for all, or one per id.
+Why = str | Mapping[str, str]
 
 
 def deploy(draft: Draft, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
@@ -82,34 +87,25 @@ def deploy(draft: Draft, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
 
 
 def scale(draft: Draft, namespace: str, name: str, count: int) -> DeployOutcome:
-    """Make the deployment hold ``count`` containers in all: the new ones admitted and
-    placed with AUTO beside the existing ones (whatever the deployment's strategy;
-    ``nodes_limit`` still holds; one by one when they need units), or the newest
-    removed first."""
+    """Make the deployment count ``count`` containers in all, placed and pending: the
+    new ones admitted and placed at once (``place_more``, refused as a whole when they
+    do not fit), or the pending ones removed first, then the newest placed."""
     deployment = draft.existing_deployment((namespace, name))
     spec = deployment.spec
     mine = draft.of_deployment((namespace, name))
-    now = draft.context.clock()
-    if count > len(mine):
-        existing = Counter(record.node for record in mine)
-        more, why = count - len(mine), f", scaled to {count}"
+    pending = draft.pending_of((namespace, name))
+    if count > len(mine) + len(pending):
+        ids = [new_id(namespace, name) for _ in range(count - len(mine) - len(pending))]
+        why = f", scaled to {count}"
         try:
-            check_pool_use(draft, namespace, spec.pool or namespace)
-            resources = normalized(draft, spec)
-            check_pool_limits(draft, spec.pool or namespace, resources, more)
-            if unit_need(spec):
-                ids = _place_one_by_one(
-                    draft, namespace, spec, resources, more, now, existing=existing, why=why
-                )
-            else:
-                wider = msgspec.structs.replace(spec, count=more, strategy="auto")
-                placement = _placement(draft, wider, resources, dict(existing))
-                ids = [new_id(namespace, name) for _ in range(more)]
-                _admit(draft, namespace, spec, ids, now)
-                _assign_all(draft, namespace, spec, placement, ids, now=now, why=why)
+            place_more(draft, spec, namespace, ids, why=why)
         except DeployRefused as refusal:
             raise refused_with_event(refusal, namespace, name, f"scaling to {count}: ") from refusal
         _note_admitted(draft, namespace, spec, ids, why)
+    # Fewer: the pending ones go first, the newest of them first; then the newest placed.
+    for stand_in in pending[max(0, count - len(mine)) :]:
+        draft.drop_pending(stand_in.id)
+        draft.note(pending_note("deleted", f"scaled down to {count}", stand_in))
     for record in reversed(mine[count:]):
         draft.release(record)
         draft.note(note_for("deleted", f"scaled down to {count}", record))
@@ -119,30 +115,29 @@ def scale(draft: Draft, namespace: str, name: str, count: int) -> DeployOutcome:
     return DeployOutcome(updated, draft.of_deployment((namespace, name)))
 
 
-def place_again(draft: Draft, lost: ContainerRecord, *, why: str) -> str | None:
-    """A new container of ``lost``'s deployment, placed like one more of it; if the
-    ready nodes have no room that is an event and it is left out. The new id."""
-    key = (lost.namespace, lost.deployment)
-    deployment = draft.deployment(key)
-    if deployment is None:
-        return None
-    spec = deployment.spec
+def place_more(
+    draft: Draft, spec: DeploymentSpec, namespace: str, ids: list[str], *, why: Why
+) -> None:
+    """Containers ``ids`` more of the deployment, admitted against its pool and quota and
+    placed with AUTO beside its others (whatever its strategy; ``nodes_limit`` still
+    holds; one by one when they need units); ``why`` goes into their history (one for
+    all, or one per id).
+    ``DeployRefused`` when they do not all fit, and then some may be written: the caller
+    refuses as a whole or tries on a copy (``Draft.attempt``)."""
+    key = (namespace, spec.name)
     existing = Counter(record.node for record in draft.of_deployment(key))
-    try:
-        (fresh,) = _place_one_by_one(
-            draft,
-            lost.namespace,
-            spec,
-            normalized(draft, spec),
-            1,
-            draft.context.clock(),
-            existing=existing,
-            why=f", {why}",
-        )
-    except DeployRefused as refusal:
-        draft.note(note_for("refused", f"not placed again: {refusal.message}", lost))
-        return None
-    return fresh
+    pool = spec.pool or namespace
+    check_pool_use(draft, namespace, pool)
+    resources = normalized(draft, spec)
+    check_pool_limits(draft, pool, resources, len(ids))
+    now = draft.context.clock()
+    if unit_need(spec):
+        _place_one_by_one(draft, namespace, spec, resources, ids, now, existing=existing, why=why)
+        return
+    wider = msgspec.structs.replace(spec, count=len(ids), strategy="auto")
+    placement = _placement(draft, wider, resources, dict(existing))
+    _admit(draft, namespace, spec, ids, now)
+    _assign_all(draft, namespace, spec, placement, ids, now=now, why=why)
 
 
 def normalized(draft: Draft, spec: DeploymentSpec) -> Normalized:
@@ -225,25 +220,27 @@ def _place_new(
     """Admit and place a new deployment's containers: all at once by its strategy; or one
     at a time, preempting where allowed, when they do not fit (AUTO); or one at a time on
     the nodes with the units, when they need GPUs or extended resources."""
+    ids = [new_id(namespace, spec.name) for _ in range(spec.count)]
     if unit_need(spec):
-        return _place_one_by_one(draft, namespace, spec, resources, spec.count, now)
+        _place_one_by_one(draft, namespace, spec, resources, ids, now)
+        return ids
     try:
         placement = _placement(draft, spec, resources)
     except DeployRefused as refusal:
         if refusal.reason != "capacity" or spec.strategy != "auto":
             raise
         try:
-            return _place_one_by_one(
-                draft, namespace, spec, resources, spec.count, now, preempt=True
-            )
+            _place_one_by_one(draft, namespace, spec, resources, ids, now, preempt=True)
+            return ids
         except DeployRefused as preempting:
             if preempting.reason != "capacity":
                 raise
             # Say why it does not fit, and why preemption could not help.
             refusal.details["preemption"] = preempting.details.get("preemption", preempting.message)
             raise refusal from preempting
-    total = sum(len(plans) for plans in placement.plans.values())  # EACH: per node
-    ids = [new_id(namespace, spec.name) for _ in range(total)]
+    total = sum(len(plans) for plans in placement.plans.values())
+    if total != len(ids):  # EACH: ``count`` per node
+        ids = [new_id(namespace, spec.name) for _ in range(total)]
     _admit(draft, namespace, spec, ids, now)
     _assign_all(draft, namespace, spec, placement, ids, now=now)
     return ids
@@ -254,14 +251,14 @@ def _place_one_by_one(
     namespace: str,
     spec: DeploymentSpec,
     resources: Normalized,
-    count: int,
+    ids: list[str],
     now: float,
     *,
     existing: Counter[str] | None = None,
-    why: str = "",
+    why: Why = "",
     preempt: bool = False,
-) -> list[str]:
-    """``count`` more containers of ``spec``, each admitted, then placed with AUTO beside
+) -> None:
+    """Containers ``ids`` of ``spec``, each admitted, then placed with AUTO beside
     ``existing`` (node -> containers of the deployment there) on the ready nodes -- only
     those that still have the units it needs (GPU devices, which it gets in inventory
     order, and extended resources). With ``preempt``, one that finds no room takes it
@@ -270,15 +267,21 @@ def _place_one_by_one(
     need = unit_need(spec)
     quota_counted = counted(draft)
     beside = dict(existing or {})
-    ids: list[str] = []
-    for index in range(count):
-        container_id = new_id(namespace, spec.name)
+    for index, container_id in enumerate(ids):
         candidate = quota_candidate(container_id, namespace, spec, now)
         check_admission(draft, quota_counted, candidate, {"admitted_before_refusal": index})
         free = _free_units(draft) if need else {}
         grants = room(need, free) if need else {}
         names = sorted(grants) if need else [s.name for s in draft.candidates()]
         views = [draft.node_state(name).view() for name in names]
+        if not views and not need:
+            raise DeployRefused(
+                "capacity",
+                "insufficient_capacity",
+                "no node is ready and uncordoned",
+                "conflict",
+                {"admitted_before_refusal": index},
+            )
         if not views:
             raise DeployRefused(
                 "capacity",
@@ -304,8 +307,6 @@ def _place_one_by_one(
         )
         quota_counted.append(msgspec.structs.replace(candidate, node=node))
         beside[node] = beside.get(node, 0) + 1
-        ids.append(container_id)
-    return ids
 
 
 def _free_units(draft: Draft) -> dict[str, FreeUnits]:
@@ -434,7 +435,7 @@ def _assign_all(
     ids: list[str],
     *,
     now: float,
-    why: str = "",
+    why: Why = "",
     grants: dict[str, Grant] | None = None,
 ) -> None:
     """Charge each planned container to its node and record it; ``why`` goes into its
@@ -453,33 +454,23 @@ def _assign_all(
             draft.put_node(state)
             draft.record_limits(moved.updates, node)
             grant = (grants or {}).get(container_id, Grant())
-            draft.put_container(
-                ContainerRecord(
-                    id=container_id,
-                    namespace=namespace,
-                    deployment=spec.name,
-                    node=node,
-                    image=spec.image,
-                    command=list(spec.command),
-                    env=dict(spec.env),
-                    labels=dict(spec.labels),
-                    restart_policy=spec.restart_policy,
-                    cpu_bind=spec.cpu_bind,
-                    requests=quota_requests(spec),
-                    priority=spec.priority,
-                    pool=spec.pool or namespace,
-                    created=now,
-                    capacity="",
-                    limits=moved.updates[container_id],
-                    gpus=grant.gpus,
-                    extended=grant.extended,
-                    history=[HistoryEntry(at=now, event="placed", detail=f"on {node}{why}")],
-                )
+            placed = f"on {node}{why if isinstance(why, str) else why[container_id]}"
+            record = container_of(
+                spec,
+                namespace,
+                container_id,
+                node=node,
+                created=now,
+                limits=moved.updates[container_id],
+                history=[HistoryEntry(at=now, event="placed", detail=placed)],
+                gpus=grant.gpus,
+                extended=grant.extended,
             )
+            draft.put_container(record)
             draft.note(
                 Note(
                     "placed",
-                    f"on {node}{why}",
+                    placed,
                     namespace=namespace,
                     deployment=spec.name,
                     container=container_id,

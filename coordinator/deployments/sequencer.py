@@ -38,7 +38,7 @@ from coordinator.deployments.decision import Decision
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.node_records import allocation_key, stored
 from coordinator.deployments.outcome import DeployRefused
-from coordinator.deployments.records import container_key, deployment_key
+from coordinator.deployments.records import container_key, deployment_key, pending_key
 from coordinator.services.events import EventLog, Note
 from coordinator.services.quota_service import QUOTA_PREFIX
 from coordinator.store import Compare, Store, Txn
@@ -46,7 +46,7 @@ from shared.codec import to_json
 
 T = TypeVar("T")
 Decider = Callable[[Draft], T]
-Queued = tuple[Decider[Any], "asyncio.Future[Any]"]
+Queued = tuple[Decider[Any], "asyncio.Future[Any]", bool]  # the last: a preview
 Answer = tuple["asyncio.Future[Any]", Any, Exception | None]
 Publisher = Callable[[set[str]], None]
 
@@ -88,23 +88,44 @@ class Sequencer:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="allot-decide")
         self._runner: asyncio.Task[None] | None = None
         self._publishers: list[Publisher] = []
+        self._listeners: list[Callable[[Decision], None]] = []
 
     def subscribe(self, publisher: Publisher) -> None:
         """``publisher(nodes)`` is called after every commit that changed those nodes'
         desired state. It must not block: it is called on the commit path."""
         self._publishers.append(publisher)
 
-    def close(self) -> None:
-        """Let the deciding thread go (a decision under way still finishes)."""
+    def listen(self, listener: Callable[[Decision], None]) -> None:
+        """``listener(batch)`` is called after every committed batch, once it is applied.
+        It must not block."""
+        self._listeners.append(listener)
+
+    async def close(self) -> None:
+        """Decide and commit what is queued and under way (each caller answered), then
+        let the deciding thread go; a decision asked for later gets an error."""
+        await self.idle()
         self._thread.shutdown(wait=False)
 
     async def decide(self, decider: Decider[T]) -> T:
         """What ``decider`` returned, once its change is committed and applied."""
+        return await self._queued(decider, preview=False)
+
+    async def preview(self, decider: Decider[T]) -> T:
+        """What ``decider`` would return in its turn, its writes and events thrown away
+        (a dry run): it sees every decision before it, as ``decide`` would."""
+        return await self._queued(decider, preview=True)
+
+    async def _queued(self, decider: Decider[T], *, preview: bool) -> T:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.append((decider, future))
+        self._queue.append((decider, future, preview))
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run())
         return await future
+
+    async def idle(self) -> None:
+        """Wait until no decision is queued or under way."""
+        while self._runner is not None and not self._runner.done():
+            await asyncio.shield(self._runner)
 
     async def record(self, notes: list[Note]) -> None:
         """Events of something that changes nothing else (a drift report)."""
@@ -123,7 +144,7 @@ class Sequencer:
         # to place, and on the event loop it held up every lease and heartbeat that long.
         # Nothing else changes the books meanwhile (only this task applies commits), and
         # the thread hands the event loop the interpreter every few milliseconds.
-        answers: list[Answer] = [(future, None, None) for _, future in queued]
+        answers: list[Answer] = [(future, None, None) for _, future, _ in queued]
         try:
             context = self._context.frozen()
             loop = asyncio.get_running_loop()
@@ -150,7 +171,7 @@ class Sequencer:
         caller's answer or error (answered once the batch is committed)."""
         batch = Decision()
         answers: list[Answer] = []
-        for decider, future in queued:
+        for decider, future, preview in queued:
             if future.done():  # its caller is gone: never accepted, so never decided
                 continue
             draft = Draft(self._books, context, batch.copy())
@@ -158,13 +179,15 @@ class Sequencer:
                 value = decider(draft)
                 self._settle(draft)
             except Refused as refused:
-                batch.notes.extend(refused.notes)
+                if not preview:
+                    batch.notes.extend(refused.notes)
                 answers.append((future, None, refused.error))
                 continue
             except Exception as error:
                 answers.append((future, None, error))
                 continue
-            batch = draft.change
+            if not preview:
+                batch = draft.change
             answers.append((future, value, None))
         return batch, answers
 
@@ -177,9 +200,11 @@ class Sequencer:
         puts = {allocation_key(n): to_json(stored(s)) for n, s in batch.nodes.items()}
         puts |= {container_key(cid): to_json(r) for cid, r in batch.containers.items()}
         puts |= {deployment_key(*key): to_json(d) for key, d in batch.deployments.items()}
+        puts |= {pending_key(cid): to_json(p) for cid, p in batch.pending.items()}
         puts |= {CORDON_PREFIX + n: b"{}" for n, on in batch.cordons.items() if on}
         deletes = [container_key(cid) for cid in batch.removed]
         deletes += [deployment_key(*key) for key in batch.removed_deployments]
+        deletes += [pending_key(cid) for cid in batch.unpending]
         deletes += [CORDON_PREFIX + n for n, on in batch.cordons.items() if not on]
         preemptions = books.preemptions
         if batch.preemptions:
@@ -208,6 +233,8 @@ class Sequencer:
         if touched:
             for publish in self._publishers:
                 publish(touched)
+        for listen in self._listeners:
+            listen(batch)
 
 
 def _failed(error: BaseException) -> Exception:

@@ -21,6 +21,7 @@ The service is a thin shell over ``coordinator/deployments/``:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, Self
@@ -42,12 +43,23 @@ from coordinator.deployments.draft import Draft
 from coordinator.deployments.labels import relabel, relabel_everything
 from coordinator.deployments.node_records import ALLOCATION_PREFIX, StoredNode, loaded
 from coordinator.deployments.outcome import DeployOutcome
-from coordinator.deployments.records import CONTAINER_PREFIX, DEPLOYMENT_PREFIX
+from coordinator.deployments.pending import Pass
+from coordinator.deployments.pending import schedule as place_pending
+from coordinator.deployments.records import (
+    CONTAINER_PREFIX,
+    DEPLOYMENT_PREFIX,
+    PENDING_PREFIX,
+    PendingRecord,
+)
 from coordinator.deployments.sequencer import CORDON_PREFIX, PREEMPTIONS_KEY, Sequencer
-from coordinator.deployments.translate import desired_container, quota_container
+from coordinator.deployments.translate import (
+    desired_container,
+    pending_container,
+    quota_container,
+)
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
-from coordinator.placement import Delta, NodeState
+from coordinator.placement import Delta, Node, NodeState
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.services.events import EventLog, Note
@@ -67,10 +79,15 @@ log = get_logger("allot.coordinator.deployments")
 
 _decode_node: msgspec.json.Decoder[StoredNode] = json_decoder(StoredNode)
 _decode_container: msgspec.json.Decoder[ContainerRecord] = json_decoder(ContainerRecord)
+_decode_pending: msgspec.json.Decoder[PendingRecord] = json_decoder(PendingRecord)
 _stored_deployment = StoredDecoder(DeploymentRecord)
 _decode_preemptions: msgspec.json.Decoder[list[PreemptionRecord]] = json_decoder(
     list[PreemptionRecord]
 )
+
+
+def _key(pending: PendingRecord) -> tuple[str, str]:
+    return (pending.namespace, pending.deployment)
 
 
 class DeploymentService:
@@ -93,6 +110,10 @@ class DeploymentService:
         self._followed: dict[str, tuple[float, int]] = {}  # pool -> share, pool_version
         self._ending: set[str] = set()  # swaps whose end is being committed
         self._tasks: set[asyncio.Task[None]] = set()  # those commits, kept from the GC
+        self._waiting: dict[str, str] = {}  # pending id -> why the last pass left it
+        self._room = asyncio.Event()  # set when pending containers may fit
+        self._scheduling = False  # a pass of ``schedule_pending`` under way
+        self._sequencer.listen(self._after_commit)
 
     @classmethod
     async def load(
@@ -119,6 +140,8 @@ class DeploymentService:
             record = _decode_container.decode(entry.value)
             loaded_change.containers[record.id] = record
             revisions[record.node] = max(revisions.get(record.node, 0), entry.mod_revision)
+        for entry in await store.range(PENDING_PREFIX):
+            loaded_change.put_pending(_decode_pending.decode(entry.value))
         for entry in await store.range(CORDON_PREFIX):
             loaded_change.cordons[entry.key.removeprefix(CORDON_PREFIX)] = True
         for entry in await store.range(DEPLOYMENT_PREFIX):
@@ -135,6 +158,7 @@ class DeploymentService:
             "deployments loaded",
             deployments=len(books.deployments),
             containers=len(books.containers),
+            pending=len(books.pending),
             nodes=len(books.nodes),
         )
         return cls(store, registry, quotas, events, pools, share_base=share_base, books=books)
@@ -156,6 +180,31 @@ class DeploymentService:
 
     def of_deployment(self, namespace: str, name: str) -> list[ContainerRecord]:
         return self._books.of_deployment((namespace, name))
+
+    def pending(self, container_id: str) -> ContainerRecord | None:
+        """A pending container as the API shows it (no node, no limits), or None."""
+        pending = self._books.pending.get(container_id)
+        if pending is None:
+            return None
+        return pending_container(pending, self._books.deployments[_key(pending)].spec)
+
+    def pending_of(self, namespace: str, name: str) -> list[ContainerRecord]:
+        """The deployment's pending containers, as the API shows them, by id."""
+        deployment = self._books.deployments.get((namespace, name))
+        found = self._books.pending_of((namespace, name))
+        return [pending_container(p, deployment.spec) for p in found] if deployment else []
+
+    def all_pending(self) -> list[ContainerRecord]:
+        found = [self.pending(cid) for cid in sorted(self._books.pending)]
+        return [record for record in found if record is not None]
+
+    def why_pending(self, container_id: str) -> str:
+        """Why the container is pending: what the last scheduler pass found, or what
+        made it pending when no pass has looked at it yet."""
+        pending = self._books.pending.get(container_id)
+        if pending is None:
+            return ""
+        return self._waiting.get(container_id) or pending.cause
 
     def observed(self, container_id: str) -> ContainerStatus | None:
         return self._books.observed.get(container_id)
@@ -180,6 +229,10 @@ class DeploymentService:
         """The node's allocation state and whether it is cordoned."""
         return self._draft().node_state(node), node in self._books.cordoned
 
+    def cordoned(self) -> frozenset[str]:
+        """The cordoned nodes. O(their number)."""
+        return frozenset(self._books.cordoned)
+
     def extended(self, node: str) -> tuple[dict[str, int], dict[str, int]]:
         """What the node offers of extended resources, and what its containers hold."""
         record = self._context.registry.get(node)
@@ -190,6 +243,13 @@ class DeploymentService:
 
     def skipped_nodes(self) -> dict[str, str]:
         return self._draft().skipped_nodes()
+
+    def plan_views(self) -> tuple[list[Node], dict[str, str]]:
+        """What a deploy would place on: the ready, uncordoned nodes as the placement
+        engine sees them (what is free, the shared pool's CPU included), and the nodes
+        left out with the reason."""
+        draft = self._draft()
+        return [state.view() for state in draft.candidates()], draft.skipped_nodes()
 
     def pool_demands(self) -> dict[str, dict[str, float]]:
         return pool_link.pool_demands(self._books, self._context.share_base)
@@ -205,27 +265,45 @@ class DeploymentService:
     async def deploy(self, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
         return await self._sequencer.decide(lambda d: placing.deploy(d, namespace, spec))
 
+    async def preview_deploy(
+        self, namespace: str, spec: DeploymentSpec
+    ) -> tuple[DeployOutcome, list[str]]:
+        """What ``deploy`` would do in its turn, nothing changed: its outcome and the ids
+        of the containers it would preempt (or the refusal it would raise)."""
+
+        def preview(draft: Draft) -> tuple[DeployOutcome, list[str]]:
+            before = set(draft.change.removed)
+            outcome = placing.deploy(draft, namespace, spec)
+            return outcome, sorted(set(draft.change.removed) - before)
+
+        return await self._sequencer.preview(preview)
+
     async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome:
         return await self._sequencer.decide(lambda d: placing.scale(d, namespace, name, count))
 
     async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord:
         return await self._sequencer.decide(lambda d: lifecycle.reallocate(d, container_id, delta))
 
-    async def delete_container(self, container_id: str) -> ContainerRecord:
-        return await self._sequencer.decide(lambda d: lifecycle.delete_container(d, container_id))
+    async def delete_container(self, container_id: str) -> Pass:
+        """Stop the container; its stand-in (pending) is placed at once where there is room."""
+        return self._passed(
+            await self._sequencer.decide(lambda d: lifecycle.delete_container(d, container_id))
+        )
 
     async def delete_deployment(self, namespace: str, name: str) -> list[str]:
         return await self._sequencer.decide(
             lambda d: lifecycle.delete_deployment(d, namespace, name)
         )
 
-    async def release_lost(self, grace_seconds: float) -> list[str]:
+    async def release_lost(self, grace_seconds: float) -> Pass:
         """Release the containers of nodes lost for at least ``grace_seconds``; a
         decision only when some lost node holds containers."""
         lost = self._context.lost_since(self._context.clock(), grace_seconds)
         if not any(self._books.ids("node", node) for node in lost):
-            return []
-        return await self._sequencer.decide(lambda d: lifecycle.release_lost(d, grace_seconds))
+            return Pass()
+        return self._passed(
+            await self._sequencer.decide(lambda d: lifecycle.release_lost(d, grace_seconds))
+        )
 
     async def replace(
         self, container_id: str, image: str, command: list[str] | None
@@ -245,8 +323,47 @@ class DeploymentService:
     async def cordon(self, node: str, cordoned: bool) -> None:
         await self._sequencer.decide(lambda d: node_admin.cordon(d, node, cordoned))
 
-    async def drain(self, node: str) -> dict[str, str | None]:
-        return await self._sequencer.decide(lambda d: node_admin.drain(d, node))
+    async def drain(self, node: str) -> Pass:
+        return self._passed(await self._sequencer.decide(lambda d: node_admin.drain(d, node)))
+
+    async def schedule(self) -> Pass:
+        """One scheduler pass: place what pending containers fit now."""
+        return self._passed(await self._sequencer.decide(place_pending))
+
+    async def schedule_pending(self, *, every: float, tick: float = 1.0) -> None:
+        """Run for ever: a scheduler pass whenever room may have appeared -- a decision
+        that removed containers, uncordoned or grew a node or wrote a quota, or a change
+        of the node records (a node joined or came back) -- and every ``every`` seconds
+        as long as some container is pending (a pool limit raised, say)."""
+        registry = self._context.registry
+        seen, last = registry.version, self._context.clock()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._room.wait(), tick)
+            due = self._room.is_set() or registry.version != seen
+            due = due or self._context.clock() - last >= every
+            self._room.clear()
+            if not due or not self._books.pending:
+                continue
+            seen, last = registry.version, self._context.clock()
+            self._scheduling = True
+            try:
+                await self.schedule()
+            except Exception as error:  # the next pass tries again
+                log.warning("scheduler pass failed", error=error)
+            finally:
+                self._scheduling = False
+
+    def _after_commit(self, batch: Decision) -> None:
+        if batch.may_make_room() and self._books.pending:
+            self._room.set()
+
+    def _passed(self, done: Pass) -> Pass:
+        """Keep why the pass left containers pending; forget what is no longer pending."""
+        self._waiting.update(done.waiting)
+        for gone in [cid for cid in self._waiting if cid not in self._books.pending]:
+            del self._waiting[gone]
+        return done
 
     async def follow_pool_shares(self, cores: dict[str, float]) -> None:
         """The unbound containers' CPU quotas follow their pools' shares (``pool_link``),
@@ -297,13 +414,28 @@ class DeploymentService:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
-    def close(self) -> None:
-        self._sequencer.close()
+    async def close(self) -> None:
+        """Stop deciding once the swap ends agents reported and every decision under
+        way are committed: a stop (SIGTERM) loses none of them. Called after the agent
+        sessions ended, so no report starts another."""
+        await self.settled()
+        await self._sequencer.close()
 
     async def settled(self) -> None:
         """Wait until the swap ends agents reported are committed (or failed)."""
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def quiet(self) -> None:
+        """Wait until no decision is queued or under way and no scheduler pass is due:
+        then memory and the store hold the same (for tests that compare them)."""
+        while True:
+            await self._sequencer.idle()
+            await asyncio.sleep(0)
+            if not self._room.is_set() and not self._scheduling:
+                await self._sequencer.idle()
+                return
+            await asyncio.sleep(0.01)
 
     def check_indexes(self) -> None:
         """``AssertionError`` unless every index equals one rebuilt from scratch."""

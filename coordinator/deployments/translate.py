@@ -8,10 +8,11 @@ import secrets
 from typing import Any
 
 from coordinator.deployments.gpus import GpuNeed
+from coordinator.deployments.records import PendingRecord
 from coordinator.deployments.units import UnitNeed
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.services.events import Note
-from shared.api.containers import ContainerRecord
+from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.api.deployments import DeploymentSpec
 from shared.protocol import DesiredContainer, Limits
 from shared.quantity import decimal_text
@@ -36,6 +37,16 @@ def note_for(kind: str, reason: str, record: ContainerRecord) -> Note:
         deployment=record.deployment,
         container=record.id,
         node=record.node,
+    )
+
+
+def pending_note(kind: str, reason: str, record: PendingRecord) -> Note:
+    return Note(
+        kind,
+        reason,
+        namespace=record.namespace,
+        deployment=record.deployment,
+        container=record.id,
     )
 
 
@@ -90,6 +101,57 @@ def quota_container(record: ContainerRecord) -> QuotaContainer:
         created=record.created,
         running=True,
         node=record.node,
+    )
+
+
+def container_of(
+    spec: DeploymentSpec,
+    namespace: str,
+    container_id: str,
+    *,
+    node: str,
+    created: float,
+    limits: Limits,
+    history: list[HistoryEntry],
+    gpus: list[str] | None = None,
+    extended: dict[str, int] | None = None,
+) -> ContainerRecord:
+    """A container of the deployment ``spec``, as placed on ``node`` with the units it
+    holds (or, with no node, as it would be: a pending one)."""
+    return ContainerRecord(
+        id=container_id,
+        namespace=namespace,
+        deployment=spec.name,
+        node=node,
+        image=spec.image,
+        command=list(spec.command),
+        env=dict(spec.env),
+        labels=dict(spec.labels),
+        restart_policy=spec.restart_policy,
+        cpu_bind=spec.cpu_bind,
+        requests=quota_requests(spec),
+        priority=spec.priority,
+        pool=spec.pool or namespace,
+        created=created,
+        capacity="",
+        limits=limits,
+        gpus=gpus or [],
+        extended=extended or {},
+        history=history,
+    )
+
+
+def pending_container(pending: PendingRecord, spec: DeploymentSpec) -> ContainerRecord:
+    """How the API shows a pending container: its deployment's, on no node, no limits."""
+    history = [HistoryEntry(at=pending.since, event="pending", detail=pending.cause)]
+    return container_of(
+        spec,
+        pending.namespace,
+        pending.id,
+        node="",
+        created=pending.since,
+        limits=Limits(),
+        history=history,
     )
 
 

@@ -2,8 +2,8 @@
 
 GET /healthz            {"status": "ok"} (no token)
 GET /metrics            Prometheus text (no token)
-GET /v1/nodes           every node's record
-GET /v1/nodes/{name}    one node's record
+GET /v1/nodes           every node's record, and whether it is cordoned
+GET /v1/nodes/{name}    one node's record, and whether it is cordoned
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from aiohttp import web
 
 from coordinator.errors import NotFound
 from coordinator.http.bodies import json_response
-from coordinator.keys import LEASES, METRICS, REGISTRY
+from coordinator.keys import DEPLOYMENTS, LEASES, METRICS, REGISTRY
+from shared.api.nodes import NodeView
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -20,7 +21,9 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def list_nodes(request: web.Request) -> web.Response:
-    return json_response({"nodes": request.app[REGISTRY].all()})
+    cordoned = request.app[DEPLOYMENTS].cordoned()
+    records = request.app[REGISTRY].all()
+    return json_response({"nodes": [NodeView.of(r, cordoned=r.name in cordoned) for r in records]})
 
 
 async def get_node(request: web.Request) -> web.Response:
@@ -28,7 +31,8 @@ async def get_node(request: web.Request) -> web.Response:
     record = request.app[REGISTRY].get(name)
     if record is None:
         raise NotFound(f"no node named {name!r}", details={"node": name})
-    return json_response(record)
+    cordoned = name in request.app[DEPLOYMENTS].cordoned()
+    return json_response(NodeView.of(record, cordoned=cordoned))
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -1,6 +1,7 @@
 """Deployments and containers over HTTP.
 
-    POST   /v1/namespaces/{ns}/deployments           admit, place, commit, push (201)
+    POST   /v1/namespaces/{ns}/deployments           admit, place, commit, push (201);
+                                                     ?dry_run=true: what it would do (200)
     GET    /v1/namespaces/{ns}/deployments           the namespace's deployments
     GET    /v1/namespaces/{ns}/deployments/{name}    one, with its containers
     DELETE /v1/namespaces/{ns}/deployments/{name}    it and all its containers
@@ -17,8 +18,8 @@ A namespace token sees and changes only its namespaces (403 otherwise, nothing c
 listing containers with it shows only its namespaces' containers. A refused deployment
 answers with the reason (quota, capacity, invalid, conflict), the rule's code and the
 numbers in ``details``. Creating and scaling name the ready nodes placement left out
-because they cannot be used (``skipped_nodes``: node -> why), in the answer or in the
-refusal's details.
+because they are cordoned or cannot be used (``skipped_nodes``: node -> why), in the
+answer or in the refusal's details.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from shared.api.deployments import (
     DeploymentRecord,
     DeploymentSpec,
     DeploymentView,
+    DeployPreview,
     PlacedView,
 )
 from shared.api.events import EVENT_FILTERS
@@ -87,13 +89,30 @@ _decode_replace: msgspec.json.Decoder[ReplaceSpec] = json_decoder(ReplaceSpec)
 
 
 async def create_deployment(request: web.Request) -> web.Response:
+    """201 with what was placed; with ``?dry_run=true``, 200 with what would be, nothing
+    changed (a refusal is answered as the deploy would answer it)."""
+    _check_filters(request, ("dry_run",))
+    dry_run = _flag(request, "dry_run")
     namespace = _namespace(request)
     spec = await read_body(request, _decode_spec, "deployment")
     _check_container(spec.image, spec.command, spec.env, spec.labels)
     service = request.app[DEPLOYMENTS]
     with _skipped_named(service):
+        if dry_run:
+            outcome, preempted = await service.preview_deploy(namespace, spec)
+            placed = _placed_view(service, outcome)
+            fields = msgspec.structs.asdict(placed)
+            return json_response(DeployPreview(**fields, dry_run=True, preempted=preempted))
         outcome = await service.deploy(namespace, spec)
     return json_response(_placed_view(service, outcome), status=201)
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    """A true/false query parameter, false when absent; 400 for anything else."""
+    value = request.query.get(name, "false")
+    if value not in ("true", "false"):
+        raise ApiError(f"{name} must be true or false, not {value[:20]!r}", code="invalid_request")
+    return value == "true"
 
 
 def _placed_view(service: DeploymentService, outcome: DeployOutcome) -> PlacedView:
@@ -164,7 +183,7 @@ async def list_containers(request: web.Request) -> web.Response:
     service = request.app[DEPLOYMENTS]
     views = [
         _view(service, record)
-        for record in service.containers()
+        for record in (*service.containers(), *service.all_pending())
         if principal.may_use(record.namespace)
     ]
     wanted = {key: request.query[key] for key in CONTAINER_FILTERS if key in request.query}
@@ -194,9 +213,19 @@ async def replace_container(request: web.Request) -> web.Response:
 
 
 async def delete_container(request: web.Request) -> web.Response:
+    """The container stops; a stand-in keeps its deployment's count, placed at once
+    where there is room, else pending."""
     service, record = _container(request)
-    await service.delete_container(record.id)
-    return json_response({"deleted": record.id})
+    done = await service.delete_container(record.id)
+    stand_in = done.stand_ins[record.id]
+    return json_response(
+        {
+            "deleted": record.id,
+            "stand_in": stand_in,
+            "node": done.placed.get(stand_in, ""),
+            "pending": done.waiting.get(stand_in, ""),
+        }
+    )
 
 
 def _check_filters(request: web.Request, known: tuple[str, ...]) -> None:
@@ -251,7 +280,7 @@ def _deployment(request: web.Request) -> tuple[DeploymentService, DeploymentReco
 def _container(request: web.Request) -> tuple[DeploymentService, ContainerRecord]:
     container_id = request.match_info["id"]
     service = request.app[DEPLOYMENTS]
-    record = service.container(container_id)
+    record = service.container(container_id) or service.pending(container_id)
     # A container of a namespace the token may not use is as unknown to it as a missing one.
     if record is None or not principal_of(request).may_use(record.namespace):
         raise NotFound(f"no container {container_id}")
@@ -259,14 +288,17 @@ def _container(request: web.Request) -> tuple[DeploymentService, ContainerRecord
 
 
 def _view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
+    if not record.node:
+        why = service.why_pending(record.id)
+        return ContainerView(record=record, state="pending", observed=None, reason=why)
     observed = service.observed(record.id)
-    state = "pending" if observed is None else observed.state
+    state = "starting" if observed is None else observed.state
     return ContainerView(record=record, state=state, observed=observed)
 
 
 def _deployment_view(service: DeploymentService, deployment: DeploymentRecord) -> DeploymentView:
     key = (deployment.namespace, deployment.spec.name)
-    mine = sorted(service.of_deployment(*key), key=lambda c: c.id)
+    mine = sorted((*service.of_deployment(*key), *service.pending_of(*key)), key=lambda c: c.id)
     containers = [_view(service, c) for c in mine]
     return DeploymentView(deployment=deployment, containers=containers)
 

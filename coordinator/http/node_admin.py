@@ -5,11 +5,13 @@
                                         extended resources offered and held
     PATCH /v1/nodes/{name}/capacity     SetNode: {"mode": "absolute"|"delta", "cores":
                                         {id: pieces}, "numa": {core: numa}, "memory",
-                                        "numa_memory": {numa: bytes}}
+                                        "numa_memory": {numa: bytes}, "cpu_overcommit":
+                                        "1.5" (set as given in either mode)}
     POST  /v1/nodes/{name}/cordon       no new containers there
     POST  /v1/nodes/{name}/uncordon
     POST  /v1/nodes/{name}/drain        cordon, and move every container elsewhere: the
-                                        ids released, and each one's replacement
+                                        ids released, each one's stand-in, where the
+                                        stand-ins went, and why the rest are pending
 
 Changing a node is admin-only; reading its allocation is open to any token, but a
 namespace token sees only its namespaces' containers by id, the others as a count.
@@ -27,6 +29,7 @@ from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import ADMIN, Principal, principal_of, require_admin
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import NodeState
+from coordinator.placement.shared_cpu import overcommit_text
 from shared.api.node_admin import Allocation
 from shared.codec import json_decoder
 
@@ -37,6 +40,7 @@ class CapacitySpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     numa: dict[int, int] | None = None
     memory: int | str | None = None
     numa_memory: dict[int, int | str] | None = None
+    cpu_overcommit: str | int | float | None = None
 
 
 _decode_capacity: msgspec.json.Decoder[CapacitySpec] = json_decoder(CapacitySpec)
@@ -70,7 +74,14 @@ async def drain(request: web.Request) -> web.Response:
     service, node = _service_and_node(request)
     moved = await service.drain(node)
     return json_response(
-        {"node": node, "cordoned": True, "released": list(moved), "placed_again": moved}
+        {
+            "node": node,
+            "cordoned": True,
+            "released": list(moved.stand_ins),
+            "stand_ins": moved.stand_ins,
+            "placed": moved.placed,
+            "pending": moved.waiting,
+        }
     )
 
 
@@ -108,6 +119,10 @@ def _allocation(
         extended=offered,
         extended_used=used,
         other_containers=len(state.allocations) - len(visible),
+        shared_cpu=state.shared_cpu,
+        cpu_overcommit=overcommit_text(state.cpu_overcommit),
+        shared_limit=state.shared_limit,
+        unbound_cpu=state.unbound_cpu,
     )
 
 

@@ -1,12 +1,13 @@
 """``POST /v1/plans``: a what-if placement (Eru's CalculateCapacity). It commits nothing.
 
-For the registered ready nodes, or for nodes described inline, it answers each node's
-capacity for the request, how many containers the strategy would add where, and each
-container's cores, fragment core, NUMA node and Docker settings. A placement that
-cannot be made is 409 with the rule that failed and every node's capacity; a request
-that cannot be read is 400. A registered node that cannot be used (its record breaks
-today's rules) is left out and named with the reason in ``skipped_nodes``, in the answer
-or in the refusal's details.
+For the registered ready, uncordoned nodes as they are now (what their containers leave
+free, the shared pool's CPU included: the nodes a deploy would place on), or for nodes
+described inline (empty), it answers each node's capacity for the request, how many
+containers the strategy would add where, and each container's cores, fragment core,
+NUMA node and Docker settings. A placement that cannot be made is 409 with the rule
+that failed and every node's capacity; a request that cannot be read is 400. A
+registered node that cannot be used (its record breaks today's rules) is left out and
+named with the reason in ``skipped_nodes``, in the answer or in the refusal's details.
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ from collections.abc import Sequence
 import msgspec
 from aiohttp import web
 
-from coordinator.errors import ApiError, Conflict, UnusableNode
+from coordinator.errors import ApiError, Conflict
 from coordinator.http.bodies import json_response, read_body
-from coordinator.keys import CONFIG, REGISTRY
+from coordinator.keys import CONFIG, DEPLOYMENTS
 from coordinator.placement import Node, Placement, PlacementError, Planner, Request, place
 from coordinator.services.plan_nodes import (
     InlineNode,
     NodeSpecError,
     node_from_spec,
-    registered_node,
 )
-from shared.api.nodes import NodeHealth
 from shared.api.plans import PlannedContainer, PlannedNode, PlanResponse
 from shared.codec import json_decoder
 
@@ -70,15 +69,8 @@ def _candidates(
     """The nodes to plan on and the containers already there; a registered node that
     cannot be used goes into ``skipped`` instead, with the reason."""
     if body.nodes is None:
-        registry = request.app[REGISTRY]
-        nodes = []
-        for record in registry.all():
-            if record.state != NodeHealth.READY:
-                continue
-            try:
-                nodes.append(registered_node(registry, record.name, share_base=share_base))
-            except UnusableNode as unusable:
-                skipped[unusable.node] = unusable.reason
+        nodes, left_out = request.app[DEPLOYMENTS].plan_views()
+        skipped.update(left_out)
         return nodes, {}
     names = [spec.name for spec in body.nodes]
     if len(set(names)) != len(names):

@@ -113,7 +113,10 @@ def resolve(document: Mapping[str, Any], pointer: str) -> Any:
 
 def _schemas() -> tuple[dict[str, Schema], dict[type[Any], Schema]]:
     """Every component schema by name, and the reference to each struct type's."""
-    bodies = [b for op in OPERATIONS for b in (op.request, op.response) if isinstance(b, type)]
+    answers = [alt.response for op in OPERATIONS for alt in op.alternatives]
+    bodies = [
+        b for op in OPERATIONS for b in (op.request, op.response, *answers) if isinstance(b, type)
+    ]
     types = list(dict.fromkeys([*bodies, *REFERENCED]))
     refs, generated = msgspec.json.schema_components(
         types, schema_hook=_schema_hook, ref_template=REF_TEMPLATE
@@ -182,6 +185,9 @@ def _operation(op: Operation, refs: Mapping[type[Any], Schema]) -> dict[str, Any
     if op.response is not None:
         success["content"] = {op.media: _media(op.response, op.examples, refs)}
     responses = {str(op.status): success}
+    for alt in op.alternatives:
+        content = {op.media: _media(alt.response, alt.examples, refs)}
+        responses[str(alt.status)] = {"description": alt.description, "content": content}
     for status in sorted(op.errors):
         responses[str(status)] = {"$ref": f"#/components/responses/{ERROR_RESPONSES[status][0]}"}
     out["responses"] = responses

@@ -39,6 +39,7 @@ NODE: dict[str, Any] = {
     "agent_version": "0.1.0",
     "registered_at": 1795267348.871,
     "state_since": 1795267348.871,
+    "cordoned": False,
 }
 
 ALLOCATION: dict[str, Any] = {
@@ -71,9 +72,13 @@ DRAINED: dict[str, Any] = {
     "node": "node-a",
     "cordoned": True,
     "released": ["team-a-batch-6d790269", "team-a-web-970859de"],
-    "placed_again": {
+    "stand_ins": {
         "team-a-batch-6d790269": "team-a-batch-1c0ffee5",
         "team-a-web-970859de": "team-a-web-5ca1ab1e",
+    },
+    "placed": {"team-a-batch-1c0ffee5": "node-b"},
+    "pending": {
+        "team-a-web-5ca1ab1e": "needs 2 CPU on one node; the most free is 1.5 CPU, on node-b"
     },
 }
 
@@ -471,6 +476,7 @@ DEPLOYMENT: dict[str, Any] = {
     "containers": [CONTAINER, _container("team-a-web-dd918deb", "over-quota")],
 }
 DEPLOYMENT_SKIPPING = DEPLOYMENT | {"skipped_nodes": SKIPPED_NODES}
+DEPLOYMENT_PREVIEW = DEPLOYMENT | {"dry_run": True, "preempted": []}
 SCALED_DEPLOYMENT: dict[str, Any] = {
     "deployment": {**_DEPLOYMENT_RECORD, "spec": {**_DEPLOYMENT_RECORD["spec"], "count": 1}},
     "containers": [CONTAINER],

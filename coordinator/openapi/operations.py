@@ -21,11 +21,17 @@ from coordinator.openapi import examples as ex
 from coordinator.openapi.schemas import INTEGER, STRING, Schema
 from coordinator.services.pool_service import PoolView
 from shared.api.containers import ContainerView
-from shared.api.deployments import DeploymentSpec, DeploymentView, PlacedView
+from shared.api.deployments import (
+    MAX_COUNT,
+    DeploymentSpec,
+    DeploymentView,
+    DeployPreview,
+    PlacedView,
+)
 from shared.api.events import Event
 from shared.api.leases import ResourceLeases, ResourceStatus, ResourceTemplate
 from shared.api.node_admin import Allocation
-from shared.api.nodes import NodeRecord
+from shared.api.nodes import NodeView
 from shared.api.plans import PlanResponse
 from shared.api.quotas import QuotaSummary, QuotaView
 from shared.lease_protocol import CapacityRequest, CapacityResponse, ReleaseRequest
@@ -91,6 +97,16 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """Another success answer of an operation: a dry run's 200 beside a deploy's 201."""
+
+    status: int
+    response: Body
+    description: str
+    examples: Mapping[str, object]
+
+
+@dataclass(frozen=True)
 class Operation:
     method: str
     path: str
@@ -108,13 +124,20 @@ class Operation:
     query: tuple[Param, ...] = ()
     description: str = ""
     media: str = "application/json"
+    alternatives: tuple[Alternative, ...] = ()
 
 
 WRITE = (401, 403, 413, 503)  # every admin write with a body, before its own refusals
 _SKIPPED = (
-    "A ready node that cannot be used (its record, stored by an older version, breaks"
-    " today's rules) is left out and named with the reason in skipped_nodes: in the"
-    " answer, or in the refusal's details."
+    "A ready node that is cordoned, or cannot be used (its record, stored by an older"
+    " version, breaks today's rules), is left out and named with the reason in"
+    " skipped_nodes (cordoned, or the rule): in the answer, or in the refusal's"
+    " details."
+)
+_COUNT_CAP = (
+    f"A deployment holds at most {MAX_COUNT:,} containers (count, here and when scaling);"
+    " a larger count is refused (400 invalid_request) and changes nothing: split the"
+    " workload into several deployments. "
 )
 _UNUSABLE = (
     "A node whose record breaks today's rules (one an older version stored) answers 409"
@@ -231,7 +254,7 @@ _NODES = (
         summary="A node with its inventory",
         tag="nodes",
         who="any",
-        response=NodeRecord,
+        response=NodeView,
         examples={"a ready node": ex.NODE},
         errors=(401, 404),
         params=(NODE,),
@@ -295,13 +318,14 @@ _NODES = (
         tag="nodes",
         who="admin",
         response="NodeDrained",
-        examples={"two moved": ex.DRAINED},
+        examples={"one moved, one pending": ex.DRAINED},
         errors=(401, 403, 404, 409, 503),
         params=(NODE,),
         description=(
-            "Each container is released and placed again on the other nodes in one commit;"
-            " one with no room elsewhere is released all the same (a refused event says so). "
-            + _UNUSABLE
+            "Each container is released and leaves a stand-in (a new id) that keeps its"
+            " deployment's count; the stand-ins are placed on the other nodes in the same"
+            " commit where there is room, and the rest stay pending, with the reason, until"
+            " room appears. Drain never lowers a count. " + _UNUSABLE
         ),
     ),
     Operation(
@@ -609,7 +633,25 @@ _DEPLOYMENTS = (
         },
         errors=(400, 401, 403, 409, 413, 422, 503),
         params=(NAMESPACE,),
+        query=(
+            Param(
+                "dry_run",
+                "true: answer what the deploy would do (200), change nothing",
+                {"enum": ["true", "false"]},
+            ),
+        ),
+        alternatives=(
+            Alternative(
+                200,
+                DeployPreview,
+                "A dry run: what would be placed, where, with which quota labels, and which"
+                " containers would be preempted. Nothing changed.",
+                {"a dry run": ex.DEPLOYMENT_PREVIEW},
+            ),
+        ),
         description=(
+            "With dry_run=true nothing changes and no event is written: the answer is 200"
+            " with what the deploy would do, or the very refusal it would meet. "
             "A refusal (quota or pool 403; capacity, conflict or an existing name 409;"
             " invalid 422) gives its reason in details.reason and changes nothing. The"
             " pool must be one the namespace may use: its own (named like it), a pool"
@@ -619,7 +661,9 @@ _DEPLOYMENTS = (
             " an env name with '=', a NUL character. Containers that need GPUs or"
             ' extended resources (resources.extended, e.g. {"example.com/fpga": 1}) go one'
             " at a time to the ready nodes with enough free units; when none has, the 409"
-            " insufficient_devices gives details.needed and details.free per node. " + _SKIPPED
+            " insufficient_devices gives details.needed and details.free per node. "
+            + _COUNT_CAP
+            + _SKIPPED
         ),
     ),
     Operation(
@@ -674,7 +718,7 @@ _DEPLOYMENTS = (
         description=(
             "New containers go beside the existing ones; scaling down removes the newest."
             " Growing is refused (403 pool_forbidden) once the deployment's pool is no"
-            " longer open to its namespace. " + _SKIPPED
+            " longer open to its namespace. " + _COUNT_CAP + _SKIPPED
         ),
     ),
 )
@@ -764,9 +808,22 @@ _CONTAINERS = (
         tag="containers",
         who="owner",
         response="ContainerDeleted",
-        examples={"deleted": {"deleted": "team-a-web-c558628a"}},
-        errors=(401, 404, 503),
+        examples={
+            "deleted": {
+                "deleted": "team-a-web-c558628a",
+                "stand_in": "team-a-web-0d15ea5e",
+                "node": "node-b",
+                "pending": "",
+            }
+        },
+        errors=(401, 404, 409, 503),
         params=(CONTAINER,),
+        description=(
+            "Stops the container, like Nomad's `alloc stop` or deleting a Kubernetes pod:"
+            " a stand-in keeps its deployment's count, placed at once where there is room,"
+            " else pending. Scale the deployment to count fewer; 409 `container_pending`"
+            " for a pending container."
+        ),
     ),
 )
 
@@ -807,7 +864,7 @@ OPERATIONS: tuple[Operation, ...] = (
 
 # Structs that only hand-written schemas refer to (by name), so msgspec must see them.
 REFERENCED: tuple[type[Any], ...] = (
-    NodeRecord,
+    NodeView,
     ResourceTemplate,
     ResourceStatus,
     PoolView,

@@ -19,6 +19,7 @@ INTEGER: Schema = {"type": "integer"}
 NUMBER: Schema = {"type": "number"}
 BOOLEAN: Schema = {"type": "boolean"}
 OBJECT: Schema = {"type": "object"}
+MAP_OF_STRINGS: Schema = {"type": "object", "additionalProperties": STRING}
 
 
 def ref(name: str) -> Schema:
@@ -87,16 +88,19 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "Health": obj({"status": {"enum": ["ok"]}}),
     "Empty": obj({}, closed=True, description="An empty object: done, nothing to say."),
-    "NodeList": obj({"nodes": array(ref("NodeRecord"))}),
+    "NodeList": obj({"nodes": array(ref("NodeView"))}),
     "NodeCordon": obj({"node": STRING, "cordoned": BOOLEAN}),
     "NodeDrained": obj(
         {
             "node": STRING,
             "cordoned": BOOLEAN,
             "released": described(array(STRING), "the ids of the containers moved off it"),
-            "placed_again": described(
-                {"type": "object", "additionalProperties": {"anyOf": [STRING, {"type": "null"}]}},
-                "each released id -> the id placed in its stead (null: no room elsewhere)",
+            "stand_ins": described(
+                MAP_OF_STRINGS, "each released id -> the id of the container in its stead"
+            ),
+            "placed": described(MAP_OF_STRINGS, "the stand-ins placed at once -> their node"),
+            "pending": described(
+                MAP_OF_STRINGS, "the stand-ins left pending -> why they do not fit yet"
             ),
         }
     ),
@@ -227,7 +231,14 @@ SCHEMAS: dict[str, Schema] = {
         {"deleted": STRING, "containers": described(array(STRING), "the ids of its containers")}
     ),
     "ContainerList": obj({"containers": array(ref("ContainerView"))}),
-    "ContainerDeleted": obj({"deleted": described(STRING, "the container's id")}),
+    "ContainerDeleted": obj(
+        {
+            "deleted": described(STRING, "the container's id"),
+            "stand_in": described(STRING, "the container that keeps its deployment's count"),
+            "node": described(STRING, "where the stand-in went; empty while it is pending"),
+            "pending": described(STRING, "why the stand-in is pending; empty once placed"),
+        }
+    ),
     "EventList": obj({"events": described(array(ref("Event")), "oldest first")}),
     "MetricsText": described(STRING, "The Prometheus text exposition format, version 0.0.4."),
     "OpenApiDocument": obj(

@@ -6,6 +6,8 @@
 - ``docker``: ``container_limits``, the Docker settings as ``Limits`` (section 7);
 - ``state``: ``NodeState`` with its allocations; ``assign``, ``release``, ``realloc``,
   ``replace``, ``set_node`` (sections 2, 6, 10, 11);
+- ``shared_cpu``: what unbound containers are charged on the shared pool, the node's
+  ``cpu_overcommit``, the shared cores kept for them (allot's, beyond section 6);
 - ``place``: ``place`` and the ``Planner`` behind it (section 9);
 - ``strategies``: ``NodeInfo``, ``distribute`` (section 8);
 - ``reference``: slow, literal versions for the tests and the benchmark.

@@ -40,7 +40,7 @@ from heapq import nsmallest
 from coordinator.placement.errors import PlacementError, invalid_request
 from coordinator.placement.node import MEMO_REQUESTS, Node, Plan, Signature
 from coordinator.placement.request import Normalized, Request, describe
-from shared.quantity import format_memory
+from shared.quantity import format_cpu, format_memory
 
 AnyRequest = Request | Normalized
 
@@ -481,11 +481,15 @@ def node_caps(node: Node, need: Normalized) -> tuple[int, ...]:
 
 
 def memory_capacity(node: Node, need: Normalized) -> int:
-    """Section 6: 0 if the CPU request exceeds the node's core count, else available
-    memory // memory_request. O(1)."""
-    if need.cpu_request > len(node.cores) * node.share_base:
+    """Section 6, with the shared pool's CPU charged (``shared_cpu.py``): 0 if the CPU
+    request exceeds the shared pool, else min(available memory // memory_request, the
+    shared CPU still free // cpu_request). O(1)."""
+    cpu = need.cpu_request
+    if cpu > node.pool_cpu:
         return 0
-    return node.memory // need.memory_request
+    by_memory = node.memory // need.memory_request
+    by_cpu = node.pool_free // cpu if cpu else by_memory
+    return by_memory if by_memory < by_cpu else by_cpu
 
 
 def pool_capacities(node: Node, request: AnyRequest) -> tuple[int, ...]:
@@ -553,14 +557,21 @@ def shortage(node: Node, need: Normalized, asked: int, capacity: int) -> Placeme
     cpu-bind: the last pool of the walk decides: "memory" when its memory budget bound it
     below its CPU capacity, else "cpu" (with its whole cores and usable fragment cores);
     every pool's figures are in ``details["pools"]``. Memory mode: "cpu" when the request
-    exceeds the core count, else "memory". Cost: one general walk (error path only).
+    exceeds the shared pool or its free CPU bounds the capacity, else "memory". Cost: one
+    general walk (error path only).
     """
     what = describe(need.cpu_request, need.memory_request, need.share_base)
     head = f"node {node.name}: {asked} containers of {what} asked, {capacity} fit"
     if not need.cpu_bind:
-        cores = len(node.cores)
-        if need.cpu_request > cores * node.share_base:
-            short, text = "cpu", f"the node has {cores} cores"
+        p = node.share_base
+        shared, free = node.pool_cpu, node.pool_free
+        if need.cpu_request > shared or free < asked * need.cpu_request:
+            short = "cpu"
+            text = (
+                f"the shared pool (cores {','.join(map(str, node.shared_cores)) or 'none'})"
+                f" offers {format_cpu(shared, share_base=p)} CPU,"
+                f" {format_cpu(free, share_base=p)} of it free for unbound containers"
+            )
         else:
             short, text = "memory", f"{format_memory(node.memory)} memory available"
         return PlacementError(
@@ -570,6 +581,8 @@ def shortage(node: Node, need: Normalized, asked: int, capacity: int) -> Placeme
             asked=asked,
             capacity=capacity,
             short=short,
+            shared_cpu=shared,
+            shared_free=free,
         )
     p = node.share_base
     x, y = divmod(need.cpu_request, p)

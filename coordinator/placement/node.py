@@ -88,7 +88,11 @@ class Node:
     ``shared_pool`` (keyword): the cores no bound container uses (spec section 6), which a
     memory-mode container runs on; ``NodeState.view()`` fills it in. None = every core (a
     bare view is taken as a node without bound containers). The resolved pool is
-    ``shared_cores``. ``pools`` lists the NUMA pools: (NUMA id, its core ids ascending),
+    ``shared_cores``. ``shared_cpu`` (keyword): the pool's pieces, the most one unbound
+    container may ask for; ``shared_free``: the pieces unbound containers may still ask
+    for in all (the pool times the node's ``cpu_overcommit``, less what they hold; see
+    ``shared_cpu.py``). None: the pool's available pieces, both; resolved as ``pool_cpu``
+    and ``pool_free``. ``pools`` lists the NUMA pools: (NUMA id, its core ids ascending),
     NUMA ids ascending; empty without a map (the cross pool is always every core).
     ``memo``: the engine's ``Memo`` of this view (not part of equality).
 
@@ -103,7 +107,11 @@ class Node:
     numa_memory: dict[int, int] | None = None
     share_base: int = DEFAULT_SHARE_BASE
     shared_pool: Iterable[int] | None = field(default=None, kw_only=True, compare=False)
+    shared_cpu: int | None = field(default=None, kw_only=True, compare=False)
+    shared_free: int | None = field(default=None, kw_only=True, compare=False)
     shared_cores: tuple[int, ...] = field(init=False, compare=False)
+    pool_cpu: int = field(init=False, compare=False)
+    pool_free: int = field(init=False, compare=False)
     pools: tuple[tuple[int, tuple[int, ...]], ...] = field(init=False, compare=False, repr=False)
     memo: Memo = field(init=False, compare=False, repr=False)
 
@@ -120,12 +128,21 @@ class Node:
                     raise invalid_request(
                         "shared_pool", core, "is not a core of the node", node=self.name
                     )
+        shared_cpu = self.shared_cpu
+        if shared_cpu is None:
+            shared_cpu = sum([cores[c] for c in shared])
+        free = shared_cpu if self.shared_free is None else self.shared_free
+        for label, value in (("shared_cpu", shared_cpu), ("shared_free", free)):
+            if type(value) is not int or value < 0:
+                raise invalid_request(label, value, "is not a non-negative integer", node=self.name)
         setattr_ = object.__setattr__
         setattr_(self, "cores", cores)
         setattr_(self, "numa", numa)
         setattr_(self, "memory", memory)
         setattr_(self, "numa_memory", numa_memory)
         setattr_(self, "shared_pool", shared)
+        setattr_(self, "pool_cpu", shared_cpu)
+        setattr_(self, "pool_free", free)
         setattr_(self, "shared_cores", shared)
         setattr_(self, "pools", numa_pools(numa))
         setattr_(self, "memo", Memo())

@@ -38,6 +38,7 @@ from coordinator.placement.engine import (
     fast_plans,
     general_walk,
     kept_signature,
+    memory_capacity,
     memory_plan,
     node_caps,
     oversold,
@@ -153,9 +154,7 @@ class Planner:
         out: dict[str, int] = {}
         if not need.cpu_bind:
             for node in self.nodes:
-                # Section 6: the CPU request against the core count, then memory.
-                fits = need.cpu_request <= len(node.cores) * node.share_base
-                out[node.name] = node.memory // m if fits else 0
+                out[node.name] = memory_capacity(node, need)
             self._capacities = out
             return out
         x, y = divmod(need.cpu_request, self.share_base)

@@ -143,8 +143,14 @@ def _walk(node: Node, request: AnyRequest, target: int | None) -> tuple[int, lis
 
 
 def _memory_capacity(node: Node, cpu: int, memory: int) -> int:
-    # Section 6: nothing if the CPU request exceeds the cores, else memory // request.
-    return 0 if cpu > len(node.cores) * node.share_base else node.memory // memory
+    # Section 6 with the shared pool charged: nothing if the CPU request exceeds the
+    # pool; else as many as both the memory and the pool's free CPU take, one by one.
+    if cpu > node.pool_cpu:
+        return 0
+    count, memory_left, cpu_left = 0, node.memory, node.pool_free
+    while memory_left >= memory and cpu_left >= cpu:
+        count, memory_left, cpu_left = count + 1, memory_left - memory, cpu_left - cpu
+    return count
 
 
 def node_capacity(node: Node, request: AnyRequest) -> int:

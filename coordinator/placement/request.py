@@ -1,7 +1,7 @@
 """What one container asks for, checked and normalised (placement spec sections 3 and 4).
 
 Invariant: every ``Normalized`` obeys all ten rules of section 4 -- no negative amount,
-a bound container has CPU and reserves its limit, a limit is 0 (none) or at least its
+every container has CPU, a bound one reserves its limit, a limit is 0 (none) or at least its
 request, memory is 0 or at least 6 MiB, a memory-mode container has memory and either no
 CPU limit or one of at least 0.01 core. Amounts are exact integers: CPU in pieces
 (``share_base`` per core), memory in bytes.
@@ -218,9 +218,12 @@ def normalize_amounts(
     for field, memory in (("memory_request", memory_request), ("memory_limit", memory_limit)):
         if memory < 0:
             raise invalid_request(field, memory, "is negative")
-    # 3. A bound container needs CPU.
-    if cpu_bind and cpu_request == 0:
-        raise invalid_request("cpu_request", "0", "cpu-bind needs cpu > 0")
+    # 3. Every container asks for some CPU (Eru: bound ones only): an unbound one is
+    #    charged its request on the node's shared pool, and without one it would run
+    #    uncounted by the node and the quotas.
+    if cpu_request == 0:
+        rule = "cpu-bind needs cpu > 0" if cpu_bind else "must be > 0: every container asks for CPU"
+        raise invalid_request("cpu_request", "0", rule)
     # 4.-6. Memory request defaults to the limit; a limit below its request is raised to it.
     if memory_request == 0 and memory_limit > 0:
         memory_request = memory_limit

@@ -9,8 +9,14 @@ holds them too):
 2. a NUMA-local allocation's cores all sit on its NUMA node; a plan's cores add up to the
    container's cpu_request (cpu-bind) or are empty (memory mode); its memory is the
    container's memory_request;
-3. the available view is capacity minus allocations, and ``shared_pool()`` is the cores no
-   bound container uses (all cores if that set is empty).
+3. the available view is capacity minus allocations (the shared cores kept for the
+   unbound containers show nothing free: ``kept_cores``), and ``shared_pool()`` is the cores no
+   bound container uses (possibly none: it is never widened onto bound cores);
+4. (kept by the operations, not checked when one is built, so that a record an older
+   version stored still loads) the unbound containers' CPU requests add up to at most the
+   shared pool's pieces times ``cpu_overcommit``, and none asks for more than the pool
+   has (``shared_cpu.py``): an operation that would break it, or break it further, is
+   refused with the numbers.
 
     state = NodeState("n1", {0: 100, 1: 100}, memory=8 * GiB)
     change = assign(state, "c1", plan, resources)   # Change(state=..., updates={"c1": Limits})
@@ -28,12 +34,13 @@ Committing with the version check (section 12) is the service's job.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from coordinator.placement.docker import container_limits
 from coordinator.placement.engine import memory_plan
-from coordinator.placement.errors import PlacementError, invalid_request
+from coordinator.placement.errors import Kind, PlacementError, invalid_request
 from coordinator.placement.node import Node, Plan, check_topology
 from coordinator.placement.request import (
     DEFAULT_SHARE_BASE,
@@ -45,6 +52,13 @@ from coordinator.placement.request import (
     normalize_amounts,
     signed_cpu,
     signed_memory,
+)
+from coordinator.placement.shared_cpu import (
+    describe_pool,
+    kept_cores,
+    overcommit_ratio,
+    overcommit_text,
+    shared_limit,
 )
 from shared.protocol import Limits
 from shared.quantity import format_cpu, format_memory
@@ -64,12 +78,15 @@ class Allocation:
 class NodeState:
     """A node record: configured capacity (``cores`` core id -> pieces, possibly above
     ``share_base`` to oversell; ``numa``; ``memory``; ``numa_memory``, None = not
-    tracked), ``allocations`` container id -> ``Allocation``, and ``version`` (+1 per
-    change). Building one checks the module invariants (``invalid_request`` otherwise);
-    cost O(c log c + the allocations' cores).
+    tracked), ``allocations`` container id -> ``Allocation``, ``version`` (+1 per
+    change) and ``cpu_overcommit`` (the shared pool's oversell ratio, 1 = none; given as a
+    decimal, kept as a Fraction). Building one checks invariants 1-3 (``invalid_request``
+    otherwise); cost O(c log c + the allocations' cores).
 
     Derived (read-only): ``used`` pieces per core, ``memory_used``, ``numa_used`` NUMA id
-    -> bytes of NUMA-local allocations.
+    -> bytes of NUMA-local allocations; ``bound_cpu`` and ``unbound_cpu``, the pieces
+    bound and unbound containers ask for; ``shared_cpu``, the shared pool's pieces, and
+    ``shared_limit``, those times ``cpu_overcommit``.
     """
 
     name: str
@@ -80,9 +97,15 @@ class NodeState:
     share_base: int = DEFAULT_SHARE_BASE
     allocations: dict[str, Allocation] = field(default_factory=dict)
     version: int = 0
+    cpu_overcommit: Fraction = Fraction(1)
     used: dict[int, int] = field(init=False, repr=False, compare=False)
     memory_used: int = field(init=False, repr=False, compare=False)
     numa_used: dict[int, int] = field(init=False, repr=False, compare=False)
+    bound_cpu: int = field(init=False, repr=False, compare=False)
+    unbound_cpu: int = field(init=False, repr=False, compare=False)
+    shared_cpu: int = field(init=False, repr=False, compare=False)
+    shared_limit: int = field(init=False, repr=False, compare=False)
+    _unbound_largest: int = field(init=False, repr=False, compare=False)
     _shared: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _view: Node | None = field(init=False, repr=False, compare=False)
 
@@ -98,6 +121,7 @@ class NodeState:
         setattr_(self, "cores", cores)
         setattr_(self, "numa", numa)
         setattr_(self, "numa_memory", numa_memory)
+        setattr_(self, "cpu_overcommit", overcommit_ratio(self.cpu_overcommit))
         self._derive(dict(self.allocations), {})
 
     @classmethod
@@ -108,7 +132,15 @@ class NodeState:
         release, replace and realloc made a new state. O(the allocations' cores)."""
         new: NodeState = object.__new__(cls)
         setattr_ = object.__setattr__
-        for name in ("name", "cores", "numa", "memory", "numa_memory", "share_base"):
+        for name in (
+            "name",
+            "cores",
+            "numa",
+            "memory",
+            "numa_memory",
+            "share_base",
+            "cpu_overcommit",
+        ):
             setattr_(new, name, getattr(state, name))
         setattr_(new, "version", state.version + 1)
         new._derive(allocations, state.allocations)
@@ -123,12 +155,18 @@ class NodeState:
         numa_used = dict.fromkeys(sorted(set(numa.values())) if numa else (), 0)
         memory_used = 0
         bound: set[int] = set()
+        unbound_cpu = largest = 0
         for cid, alloc in allocations.items():
             if checked.get(cid) is not alloc:
                 _check_allocation(self.name, cid, alloc, cores, numa, self.share_base)
             for c, pieces in alloc.plan.cores.items():
                 used[c] += pieces
                 bound.add(c)
+            if not alloc.resources.cpu_bind:
+                cpu = alloc.resources.cpu_request
+                unbound_cpu += cpu
+                # One without CPU (stored by an older version) still needs a core to run on.
+                largest = max(largest, cpu, 1)
             memory_used += alloc.resources.memory_request
             if alloc.plan.numa is not None:
                 numa_used[alloc.plan.numa] += alloc.resources.memory_request
@@ -155,13 +193,44 @@ class NodeState:
         setattr_(self, "used", used)
         setattr_(self, "memory_used", memory_used)
         setattr_(self, "numa_used", numa_used)
-        setattr_(self, "_shared", tuple(c for c in cores if c not in bound) or tuple(cores))
+        shared = tuple(c for c in cores if c not in bound)
+        shared_cpu = sum([cores[c] for c in shared])
+        setattr_(self, "bound_cpu", sum(used.values()))
+        setattr_(self, "unbound_cpu", unbound_cpu)
+        setattr_(self, "shared_cpu", shared_cpu)
+        setattr_(self, "shared_limit", shared_limit(shared_cpu, self.cpu_overcommit))
+        setattr_(self, "_unbound_largest", largest)
+        setattr_(self, "_shared", shared)
         setattr_(self, "_view", None)
 
     def shared_pool(self) -> tuple[int, ...]:
-        """The cores no bound container uses (neither whole nor fragment), ascending; all
-        cores if that set is empty (section 6). Memory-mode containers run on it. O(1)."""
+        """The cores no bound container uses (neither whole nor fragment), ascending.
+        Memory-mode containers run on it. Empty when every core is bound, which the
+        operations allow only while no unbound container is there: the pool is never
+        widened onto bound cores (the spec's section 6 fell back to every core). O(1)."""
         return self._shared
+
+    def kept_cores(self, avoid: Collection[int] = ()) -> tuple[int, ...]:
+        """The shared cores no bound plan may take: the fewest that still cover what the
+        unbound containers ask for (``shared_cpu.kept_cores``; ``avoid``: cores to keep
+        only if the others fall short). O(s log s) for s shared cores."""
+        return kept_cores(
+            self.cores,
+            self._shared,
+            self.cpu_overcommit,
+            requested=self.unbound_cpu,
+            largest=self._unbound_largest,
+            avoid=avoid,
+        )
+
+    def overdrawn(self) -> tuple[int, int]:
+        """By how many pieces the unbound containers' requests exceed the shared pool
+        times ``cpu_overcommit``, and the biggest one's the pool; (0, 0) when they fit
+        (invariant 4). O(1)."""
+        return (
+            max(0, self.unbound_cpu - self.shared_limit),
+            max(0, self._unbound_largest - self.shared_cpu),
+        )
 
     def view(self) -> Node:
         """The available view the engine plans on: capacity minus allocations, with the
@@ -175,18 +244,24 @@ class NodeState:
         return self._view
 
     def _build_view(self) -> Node:
+        # The cores kept for the unbound containers show nothing free to bound plans.
         used = self.used
         numa_memory = None
         if self.numa_memory is not None:
             numa_memory = {n: b - self.numa_used[n] for n, b in self.numa_memory.items()}
+        free = {c: pieces - used[c] for c, pieces in self.cores.items()}
+        for core in self.kept_cores():
+            free[core] = 0
         return Node(
             self.name,
-            {c: pieces - used[c] for c, pieces in self.cores.items()},
+            free,
             numa=self.numa,
             memory=self.memory - self.memory_used,
             numa_memory=numa_memory,
             share_base=self.share_base,
             shared_pool=self._shared,
+            shared_cpu=self.shared_cpu,
+            shared_free=max(0, self.shared_limit - self.unbound_cpu),
         )
 
     def limits(self, container_id: str) -> Limits:
@@ -301,13 +376,51 @@ def _short(node: str, message: str, **details: object) -> PlacementError:
     return PlacementError("insufficient_resource", f"node {node}: {message}", node=node, **details)
 
 
+def _check_shared(old: NodeState, new: NodeState, kind: Kind, asked: int = 0) -> None:
+    """Invariant 4 after an operation from ``old`` to ``new``: refused (``kind``, with
+    the numbers) when ``new`` leaves the unbound containers less shared CPU than they ask
+    for and ``old`` did not leave them as little (a record an older version stored may
+    break it already; then nothing may make it worse). ``asked``: the CPU the operation's
+    container asks for, for the message. O(1)."""
+    over, over_largest = new.overdrawn()
+    was, was_largest = old.overdrawn()
+    if over <= was and over_largest <= was_largest:
+        return
+    p = new.share_base
+    pool = describe_pool(new.shared_pool(), new.shared_cpu, new.cpu_overcommit, p)
+    if over > was:
+        text = (
+            f"{format_cpu(new.unbound_cpu, share_base=p)} CPU requested by unbound containers"
+            f" ({format_cpu(old.unbound_cpu, share_base=p)} before), above the shared pool's"
+            f" {format_cpu(new.shared_limit, share_base=p)} ({pool})"
+        )
+    else:
+        text = (
+            f"an unbound container requests {format_cpu(new._unbound_largest, share_base=p)}"
+            f" CPU, more than the shared pool's {pool}"
+        )
+    raise PlacementError(
+        kind,
+        f"node {new.name}: {text}; bound cores are never shared",
+        node=new.name,
+        short="shared_cpu",
+        requested=old.unbound_cpu,
+        asked=asked,
+        shared_cpu=new.shared_cpu,
+        shared_limit=new.shared_limit,
+        cpu_overcommit=overcommit_text(new.cpu_overcommit),
+    )
+
+
 # --- assign, release, replace -----------------------------------------------------------
 
 
 def assign(state: NodeState, container_id: str, plan: Plan, resources: Normalized) -> Change:
     """Charge one new container (a committed placement): its plan's pieces, memory and
     NUMA memory. ``insufficient_resource`` (core / memory / NUMA memory with both amounts)
-    when the plan does not fit what is available; ``invalid_request`` for an existing id
+    when the plan does not fit what is available, or would leave the unbound containers
+    less shared CPU than they ask for (invariant 4: a bound plan on a shared core the
+    view kept, an unbound container beyond the pool); ``invalid_request`` for an existing id
     or a plan that does not match the resources. Cost O(c log c + allocations)."""
     if container_id in state.allocations:
         raise invalid_request(
@@ -348,6 +461,7 @@ def assign(state: NodeState, container_id: str, plan: Plan, resources: Normalize
     new = _evolve(
         state, allocations={**state.allocations, container_id: Allocation(plan, resources)}
     )
+    _check_shared(state, new, "insufficient_resource", resources.cpu_request)
     return Change(new, _updates(state, new))
 
 
@@ -479,8 +593,9 @@ def realloc(state: NodeState, container_id: str, delta: Delta) -> Change:
        (its NUMA node), the other NUMA pools ascending, then the cross pool (a cross-NUMA
        container: the cross pool only; one from memory mode: NUMA pools ascending, cross);
        a pool qualifies when its memory budget covers the new memory; the first pool where
-       ``single_plan`` finds cores wins. Memory mode: new cpu <= core count and new memory
-       <= available memory.
+       ``single_plan`` finds cores wins; the shared cores kept for the other unbound
+       containers (``kept_cores``, its own cores kept last) are not used. Memory mode: new
+       memory <= available memory. Either way the result keeps invariant 4.
     3. Nothing fits: ``insufficient_resource`` naming the node and, per pool, what was
        short (memory, NUMA memory, whole cores, a fragment core with Y pieces).
 
@@ -522,6 +637,7 @@ def realloc(state: NodeState, container_id: str, delta: Delta) -> Change:
     allocations = dict(state.allocations)
     allocations[container_id] = Allocation(plan, new)
     result = _evolve(state, allocations=allocations)
+    _check_shared(state, result, "insufficient_resource", new.cpu_request)
     return Change(result, _updates(state, result, always=(container_id,)))
 
 
@@ -557,21 +673,18 @@ def _realloc_plan(state: NodeState, cid: str, alloc: Allocation, new: Normalized
     p = state.share_base
     old_plan = alloc.plan
     m = new.memory_request
-    # The snapshot: the container's allocation given back.
+    # The snapshot: the container's allocation given back; the shared cores it must keep
+    # for the unbound containers (other than it) show nothing free, its own cores last.
+    snapshot = NodeState._with_allocations(
+        state, {k: a for k, a in state.allocations.items() if k != cid}
+    )
     avail = {c: state.cores[c] - state.used[c] + old_plan.cores.get(c, 0) for c in state.cores}
+    kept = snapshot.kept_cores(avoid=old_plan.cores) if new.cpu_bind else ()
+    for core in kept:
+        avail[core] = 0
     left = state.memory - state.memory_used + alloc.resources.memory_request
     what = describe(new.cpu_request, m, p)
-    if not new.cpu_bind:
-        count = len(state.cores)
-        if new.cpu_request > count * p:
-            raise _short(
-                state.name,
-                f"{what} asked, the node has {count} cores",
-                container=cid,
-                short="cpu",
-                cores=count,
-                asked=new.cpu_request,
-            )
+    if not new.cpu_bind:  # the shared pool is checked on the result (invariant 4)
         if m > left:
             raise _short(
                 state.name,
@@ -616,6 +729,12 @@ def _realloc_plan(state: NodeState, cid: str, alloc: Allocation, new: Normalized
             frag = next((c for c, v in cores.items() if v != p), None) if y else None
             return Plan(cores, n, m, frag)
         kind, text = _cpu_shortfall(avail, ids, p, x, y, own)
+        held = [c for c in kept if c in ids]
+        if held:
+            text += (
+                f"; core(s) {','.join(map(str, held))} kept for the unbound containers"
+                f" ({format_cpu(snapshot.unbound_cpu, share_base=p)} CPU requested)"
+            )
         reasons.append(f"{name}: {text}")
         short.append(kind)
     raise _short(
@@ -652,6 +771,7 @@ def set_node(
     numa: Mapping[int, int] | None = None,
     memory: MemoryValue | None = None,
     numa_memory: Mapping[int, MemoryValue] | None = None,
+    cpu_overcommit: object = None,
 ) -> Change:
     """SetNode (section 11): change the node's capacity, ``mode`` "absolute" or "delta".
 
@@ -665,13 +785,16 @@ def set_node(
     one the node does not have, NUMA memory naming other NUMA ids or set without a map;
     ``below_allocation`` -- a core below its allocated pieces (so an allocated core is
     never removed), memory below allocated memory, a NUMA node's memory below its
-    NUMA-local allocations, a core of a NUMA-local allocation moved to another NUMA node.
-    Nothing running moves; memory-mode containers get the recomputed shared pool in
-    ``updates``. Cost O(c log c + allocations).
+    NUMA-local allocations, a core of a NUMA-local allocation moved to another NUMA node,
+    a shared pool (or ``cpu_overcommit``) below what the unbound containers ask for.
+    ``cpu_overcommit`` (a decimal, 1 to 100; None = unchanged) replaces the ratio in both
+    modes. Nothing running moves; memory-mode containers get the recomputed shared pool
+    in ``updates``. Cost O(c log c + allocations).
     """
     name = state.name
     if mode not in ("absolute", "delta"):
         raise invalid_request("mode", mode, 'must be "absolute" or "delta"', node=name)
+    ratio = state.cpu_overcommit if cpu_overcommit is None else overcommit_ratio(cpu_overcommit)
     new_cores, new_numa, new_memory, new_numa_memory = _set_fields(
         state, mode, cores, numa, memory, numa_memory
     )
@@ -697,16 +820,23 @@ def set_node(
         name, new_cores, new_numa or None, new_memory, new_numa_memory or None, state.share_base
     )
     _check_allocated(state, new_cores, new_numa, new_memory, new_numa_memory)
-    if (new_cores, new_numa, new_memory, new_numa_memory) == (
+    if (new_cores, new_numa, new_memory, new_numa_memory, ratio) == (
         state.cores,
         state.numa,
         state.memory,
         state.numa_memory,
+        state.cpu_overcommit,
     ):
         return Change(state, {})
     result = _evolve(
-        state, cores=new_cores, numa=new_numa, memory=new_memory, numa_memory=new_numa_memory
+        state,
+        cores=new_cores,
+        numa=new_numa,
+        memory=new_memory,
+        numa_memory=new_numa_memory,
+        cpu_overcommit=ratio,
     )
+    _check_shared(state, result, "below_allocation")
     return Change(result, _updates(state, result))
 
 

@@ -45,8 +45,11 @@ class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 class ContainerView(msgspec.Struct, frozen=True, kw_only=True):
     record: ContainerRecord
-    state: str  # as the node's agent last reported it; "pending" before it has
+    # As the node's agent last reported it; "starting" before it has; "pending" when no
+    # node holds it (``record.node`` is empty), and then ``reason`` says why.
+    state: str
     observed: ContainerStatus | None
+    reason: str = ""
 
 
 class ContainerList(msgspec.Struct, frozen=True):

@@ -74,6 +74,15 @@ class PlacedView(DeploymentView, frozen=True, kw_only=True):
     skipped_nodes: dict[str, str] = {}  # node -> why it cannot be used
 
 
+class DeployPreview(PlacedView, frozen=True, kw_only=True):
+    """What a deploy would do (``?dry_run=true``), nothing changed: the containers it would
+    place, with their nodes and quota labels, and those it would preempt. A deploy that
+    would be refused answers the refusal itself, as the deploy would."""
+
+    dry_run: bool = False  # true in every preview; false when read from a deploy's answer
+    preempted: list[str] = []  # the ids of the containers it would preempt
+
+
 class DeploymentList(msgspec.Struct, frozen=True):
     """``GET /v1/namespaces/{ns}/deployments``, which the coordinator builds as a plain
     dict."""
@@ -86,3 +95,8 @@ class Deleted(msgspec.Struct, frozen=True):
 
     deleted: str
     containers: list[str] = []  # a deployment's, as they were removed with it
+    # A container's: the stand-in that keeps its deployment's count, and the node it
+    # went to, or why it is pending.
+    stand_in: str = ""
+    node: str = ""
+    pending: str = ""

@@ -23,6 +23,12 @@ class Allocation(msgspec.Struct, frozen=True, kw_only=True):
     extended: dict[str, int] = {}  # named extended resource -> units offered
     extended_used: dict[str, int] = {}  # -> units its containers hold
     other_containers: int = 0  # other namespaces' containers there: counted, not named
+    # The shared pool's CPU, in pieces: its cores' pieces, those times cpu_overcommit (what
+    # unbound containers may request in all), and what they request.
+    shared_cpu: int = 0
+    cpu_overcommit: str = "1"
+    shared_limit: int = 0
+    unbound_cpu: int = 0
 
 
 class Cordoned(msgspec.Struct, frozen=True):
@@ -30,5 +36,9 @@ class Cordoned(msgspec.Struct, frozen=True):
 
     node: str
     cordoned: bool
-    released: list[str] = []  # drain's: the containers moved off the node
-    placed_again: dict[str, str | None] = {}  # drain's: each one's replacement, if any
+    # Drain's: the containers released from the node; each one's stand-in (a new id);
+    # the stand-ins placed (-> node) and those left pending (-> why).
+    released: list[str] = []
+    stand_ins: dict[str, str] = {}
+    placed: dict[str, str] = {}
+    pending: dict[str, str] = {}

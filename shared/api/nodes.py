@@ -27,7 +27,18 @@ class NodeRecord(msgspec.Struct, frozen=True, kw_only=True):
     state_since: float  # wall-clock seconds: last change of state
 
 
+class NodeView(NodeRecord, frozen=True, kw_only=True):
+    """A node as the API shows it: its record, and whether an administrator cordoned it
+    (it takes no new containers; ``allotctl nodes`` shows ``ready,cordoned``)."""
+
+    cordoned: bool = False
+
+    @classmethod
+    def of(cls, record: NodeRecord, *, cordoned: bool) -> NodeView:
+        return cls(**msgspec.structs.asdict(record), cordoned=cordoned)
+
+
 class NodeList(msgspec.Struct, frozen=True):
     """``GET /v1/nodes``, which the coordinator builds as a plain dict."""
 
-    nodes: list[NodeRecord]
+    nodes: list[NodeView]

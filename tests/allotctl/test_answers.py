@@ -53,11 +53,16 @@ def _of_shared_api(body: object) -> bool:
 
 
 # Every example answer of the document that a struct of shared.api reads.
-READ = [
-    (operation, name, example)
+ANSWERS = [(operation, operation.response, operation.examples) for operation in OPERATIONS] + [
+    (operation, answer.response, answer.examples)
     for operation in OPERATIONS
-    if operation.response in NAMED or _of_shared_api(operation.response)
-    for name, example in operation.examples.items()
+    for answer in operation.alternatives
+]
+READ = [
+    (operation, response, name, example)
+    for operation, response, examples in ANSWERS
+    if response in NAMED or _of_shared_api(response)
+    for name, example in examples.items()
 ]
 
 
@@ -95,18 +100,20 @@ def test_importing_allotctl_and_the_client_loads_no_coordinator_module() -> None
 
 @pytest.mark.parametrize(
     ("response", "example"),
-    [(operation.response, example) for operation, _, example in READ],
-    ids=[f"{operation.id}:{name}" for operation, name, _ in READ],
+    [(response, example) for _, response, _, example in READ],
+    ids=[f"{operation.id}:{name}" for operation, _, name, _ in READ],
 )
 def test_every_example_answer_of_the_document_decodes(response: object, example: object) -> None:
     AnswerDecoder(answer_for(response)).decode(json.dumps(example).encode())
 
 
 def test_every_struct_of_shared_api_is_a_body_of_the_document_or_within_one() -> None:
-    bodies = {answer_for(operation.response) for operation, _, _ in READ} | {
+    bodies = {answer_for(response) for _, response, _, _ in READ} | {
         operation.request for operation in OPERATIONS if _of_shared_api(operation.request)
     }
     within = {found for body in bodies for found in _structs_within(mi.type_info(body))}
+    # A struct an answer extends (a node's stored record, in NodeView) is in it too.
+    within |= {base for found in within for base in found.__mro__}
     defined = {
         value
         for module in API_MODULES
@@ -165,9 +172,11 @@ def test_a_field_added_to_the_observed_state_or_the_list_is_ignored() -> None:
 
 
 def test_maps_keep_every_key_and_values_are_still_checked() -> None:
-    body = {"node": "node-b", "cordoned": True, "placed_again": {"c1": None, "added": "c2"}}
+    body = {"node": "node-b", "cordoned": True, "stand_ins": {"c1": "c3", "added": "c2"}}
     decoded = AnswerDecoder(Cordoned).decode(json.dumps(body).encode())
-    assert decoded == Cordoned("node-b", True, placed_again={"c1": None, "added": "c2"})
+    assert decoded == Cordoned("node-b", True, stand_ins={"c1": "c3", "added": "c2"})
+    with pytest.raises(msgspec.ValidationError, match="stand_ins"):
+        AnswerDecoder(Cordoned).decode(json.dumps({**body, "stand_ins": {"c1": 3}}).encode())
     spec = example_of("createDeployment", "two containers placed")["deployment"]["spec"]
     with pytest.raises(msgspec.ValidationError, match="strategy"):
         AnswerDecoder(DeploymentSpec).decode(json.dumps({**spec, "strategy": "spread"}).encode())

@@ -380,7 +380,14 @@ def test_deletions_say_what_went() -> None:
     both = b'{"deleted": "web", "containers": ["c1", "c2"]}'
     shown = deleted_view(both, "deployment", ["team-a", "web"])
     assert shown == "deleted deployment team-a/web and its 2 container(s): c1, c2"
-    assert deleted_view(b'{"deleted": "c1"}', "container", ["c1"]) == "deleted container c1"
+    placed = b'{"deleted": "c1", "stand_in": "c2", "node": "node-a"}'
+    assert deleted_view(placed, "container", ["c1"]) == (
+        "deleted container c1; its stand-in c2 is on node-a"
+    )
+    waiting = b'{"deleted": "c1", "stand_in": "c2", "pending": "no room"}'
+    assert deleted_view(waiting, "container", ["c1"]) == (
+        "deleted container c1; its stand-in c2 is pending: no room"
+    )
 
 
 def test_a_refusals_details_are_shown_one_per_line() -> None:
@@ -448,11 +455,14 @@ async def test_every_command_through_main(
 
     code, out, _ = await allotctl(cluster, capsys, "containers", "--deployment", "batch")
     assert [line.split()[1:6] for line in out.splitlines()[1:]] == [
-        ["team-a", "batch", "node-a", "pending", "-"]
+        ["team-a", "batch", "node-a", "starting", "-"]
     ]
     code, out, _ = await allotctl(cluster, capsys, "containers", "--json")
     assert len(json.loads(out)["containers"]) == 3
 
+    # batch runs on the shared pool, core 1, which a bound container may not take.
+    code, _, err = await allotctl(cluster, capsys, "delete", "deployment", "team-a", "batch")
+    assert code == 0, err
     code, out, err = await allotctl(
         cluster, capsys, "realloc", first, "--cpu", "+0.5", "--memory", "32Mi"
     )
@@ -469,9 +479,13 @@ async def test_every_command_through_main(
     assert "  reason:  invalid" in details
 
     code, out, _ = await allotctl(cluster, capsys, "delete", "container", first)
-    assert (code, out) == (0, f"deleted container {first}\n")
+    assert code == 0
+    stand_in = out.removeprefix(f"deleted container {first}; its stand-in ").split()[0]
+    assert out == f"deleted container {first}; its stand-in {stand_in} is on node-a\n"
     code, out, _ = await allotctl(cluster, capsys, "delete", "deployment", "team-a", "web")
-    assert out.startswith("deleted deployment team-a/web and its 1 container(s): team-a-web-")
+    assert out.startswith("deleted deployment team-a/web and its 2 container(s): ")
+    assert stand_in in out
+    assert first not in out
     code, _, err = await allotctl(cluster, capsys, "container", first)
     assert (code, err) == (1, f"allotctl: no container {first} (404 not_found)\n")
     await ws.close()
@@ -516,7 +530,7 @@ async def test_scale_replace_and_events_through_main(
     assert code == 0, err
     code, out, err = await allotctl(cluster, capsys, "scale", "team-a", "web", "3")
     assert code == 0, err
-    assert "count           3, 0 running" in out.splitlines()
+    assert "count           3: 3 starting" in out.splitlines()
     _, listed = out.split("\n\n")
     ids = [row.split()[0] for row in listed.splitlines()[1:]]
     assert len(ids) == 3

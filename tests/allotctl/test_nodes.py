@@ -9,7 +9,12 @@ import json
 import msgspec
 import pytest
 
-from allotctl.node_views import allocation_view, cordoned_view, drained_view
+from allotctl.node_views import (
+    allocation_view,
+    cordoned_view,
+    drain_left_pending,
+    drained_view,
+)
 from allotctl.nodes import capacity
 from allotctl.views import plan_tables
 from coordinator.openapi import examples as ex
@@ -40,10 +45,15 @@ def test_set_node_flags_make_the_api_body() -> None:
     }
     absolute = parsed("set-node", "node-a", "--mode", "absolute", "--memory", "64Gi")
     assert capacity(absolute) == {"mode": "absolute", "memory": "64Gi"}
+    oversold = parsed("set-node", "node-a", "--mode", "delta", "--cpu-overcommit", "1.5")
+    assert capacity(oversold) == {"mode": "delta", "cpu_overcommit": "1.5"}
 
 
 def test_set_node_refuses_to_change_nothing() -> None:
-    message = "set-node changes nothing: give one of --core, --numa, --numa-memory, --memory"
+    message = (
+        "set-node changes nothing: give one of --core, --numa, --numa-memory, --memory,"
+        " --cpu-overcommit"
+    )
     with pytest.raises(ValueError, match=f"^{message}$"):
         capacity(parsed("set-node", "node-a", "--mode", "delta"))
 
@@ -79,7 +89,7 @@ ALLOCATION = Allocation(  # two cores on NUMA node 0, one and a half allocated
     cordoned=False,
     share_base=100,
     cores={0: 100, 1: 100},
-    used={0: 100, 1: 50},
+    used={0: 100},
     memory=GIB,
     memory_used=192 * MIB,
     numa={0: 0, 1: 0},
@@ -87,6 +97,10 @@ ALLOCATION = Allocation(  # two cores on NUMA node 0, one and a half allocated
     shared_pool=[1],
     containers=["team-a-web-1", "team-a-web-2"],
     version=4,
+    shared_cpu=100,
+    cpu_overcommit="1.5",
+    shared_limit=150,
+    unbound_cpu=50,
 )
 
 
@@ -98,18 +112,18 @@ def test_the_allocation_shows_the_node_and_each_core() -> None:
     assert allocation_view(allocation()).splitlines() == [
         "node         node-a",
         "cordoned     no",
-        "cores        1.5 of 2 used",
+        "cores        1.5 of 2 used (1 bound, 0.5 unbound)",
         "share base   100 pieces per core",
         "memory       192Mi of 1Gi used",
         "numa memory  0=1Gi",
-        "shared pool  1",
+        "shared pool  1 (1 CPU x cpu_overcommit 1.5 = 1.5 for unbound containers, 0.5 requested)",
         "extended     -",
         "containers   2: team-a-web-1, team-a-web-2",
         "version      4",
         "",
-        "CORE  NUMA  OFFERED  USED  FREE",
-        "0     0     1        1     0",
-        "1     0     1        0.5   0.5",
+        "CORE  NUMA  OFFERED  BOUND  FREE",
+        "0     0     1        1      0",
+        "1     0     1        0      1",
     ]
 
 
@@ -124,11 +138,12 @@ def test_an_empty_cordoned_node_without_numa_says_so() -> None:
         numa_memory=None,
         shared_pool=[],
         containers=[],
+        unbound_cpu=0,
     )
     assert allocation_view(shown).splitlines() == [
         "node         node-a",
         "cordoned     yes (takes no new containers)",
-        "cores        0 of 1.3 used",
+        "cores        0 of 1.3 used (0 bound, 0 unbound)",
         "share base   100 pieces per core",
         "memory       0 of 3.0Gi used",
         "numa memory  -",
@@ -137,9 +152,9 @@ def test_an_empty_cordoned_node_without_numa_says_so() -> None:
         "containers   none",
         "version      4",
         "",
-        "CORE  NUMA  OFFERED  USED  FREE",
-        "0     -     1        0     1",
-        "2     -     0.3      0     0.3",
+        "CORE  NUMA  OFFERED  BOUND  FREE",
+        "0     -     1        0      1",
+        "2     -     0.3      0      0.3",
     ]
     bare = allocation_view(allocation(cores={}, used={}, numa={}, numa_memory={}))
     assert bare.endswith("version      4\n\nno cores offered")
@@ -159,11 +174,16 @@ def test_cordon_uncordon_and_drain_answer_in_one_line() -> None:
     assert cordoned_view(b'{"node": "node-a", "cordoned": false}') == "node-a uncordoned"
     moved = (
         b'{"node": "node-a", "cordoned": true, "released": ["a", "b"],'
-        b' "placed_again": {"a": "c", "b": null}}'
+        b' "stand_ins": {"a": "c", "b": "d"}, "placed": {"c": "node-b"},'
+        b' "pending": {"d": "no room"}}'
     )
-    assert drained_view(moved) == "node-a drained: 2 container(s) moved: a -> c, b -> nowhere"
+    assert drained_view(moved) == (
+        "node-a drained: moved 1, pending 1\n  a -> c on node-b\n  b -> d pending: no room"
+    )
+    assert drain_left_pending(moved)
     empty = b'{"node": "node-a", "cordoned": true, "released": []}'
-    assert drained_view(empty) == "node-a drained: 0 container(s) moved"
+    assert drained_view(empty) == "node-a drained: moved 0, pending 0"
+    assert not drain_left_pending(empty)
 
 
 # -- through main, against a coordinator ------------------------------------------------
@@ -189,12 +209,12 @@ async def test_every_node_command_through_main(
     assert lines[:5] == [
         "node         node-a",
         "cordoned     no",
-        "cores        1 of 2 used",
+        "cores        1 of 2 used (1 bound, 0 unbound)",
         "share base   100 pieces per core",
         "memory       128Mi of 1Gi used",
     ]
     assert f"containers   2: {', '.join(placed)}" in lines
-    assert lines[-3] == "CORE  NUMA  OFFERED  USED  FREE"
+    assert lines[-3] == "CORE  NUMA  OFFERED  BOUND  FREE"
     code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a", "--json")
     assert json.loads(out)["containers"] == placed
 
@@ -204,9 +224,9 @@ async def test_every_node_command_through_main(
     )  # fmt: skip
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[2] == "cores        1 of 3 used"
+    assert lines[2] == "cores        1 of 3 used (1 bound, 0 unbound)"
     assert lines[4:6] == ["memory       128Mi of 2Gi used", "numa memory  0=2Gi"]
-    assert lines[-1] == "2     0     1        0     1"
+    assert lines[-1] == "2     0     1        0      1"
     code, out, err = await allotctl(
         cluster, capsys, "set-node", "node-a", "--mode", "absolute", "--memory", "64Mi"
     )
@@ -217,20 +237,23 @@ async def test_every_node_command_through_main(
     code, out, err = await allotctl(cluster, capsys, "uncordon", "node-b")
     assert (code, out) == (0, "node-b uncordoned\n"), err
     code, out, err = await allotctl(cluster, capsys, "drain", "node-a")
+    assert code == 0, err
     code, listing, _ = await allotctl(cluster, capsys, "containers")
     rows = [line.split() for line in listing.splitlines()[1:]]
     assert [row[3] for row in rows] == ["node-b", "node-b"]
     replacements = sorted(row[0] for row in rows)
-    moves = out.removeprefix("node-a drained: 2 container(s) moved: ").strip().split(", ")
-    assert sorted(move.split(" -> ")[0] for move in moves) == sorted(placed), err
-    assert sorted(move.split(" -> ")[1] for move in moves) == replacements
+    head, *moves = out.splitlines()
+    assert head == "node-a drained: moved 2, pending 0"
+    assert sorted(move.split()[0] for move in moves) == sorted(placed), err
+    assert sorted(move.split()[2] for move in moves) == replacements
+    assert {" ".join(move.split()[3:]) for move in moves} == {"on node-b"}
     code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a")
     assert out.splitlines()[1:3] == [
         "cordoned     yes (takes no new containers)",
-        "cores        0 of 3 used",
+        "cores        0 of 3 used (0 bound, 0 unbound)",
     ]
     code, out, _ = await allotctl(cluster, capsys, "drain", "node-a")
-    assert out == "node-a drained: 0 container(s) moved\n"
+    assert out == "node-a drained: moved 0, pending 0\n"
     code, out, _ = await allotctl(cluster, capsys, "events", "--node", "node-a", "--kind", "node")
     reasons = [" ".join(line.split()[7:]) for line in out.splitlines()[1:]]
     assert reasons == ["capacity set (delta): 3 cores, 2Gi", "cordoned"]
@@ -247,3 +270,38 @@ def test_a_plan_names_the_nodes_it_left_out() -> None:
     assert not any(
         line.startswith("left out") for line in plan_tables(to_json(ex.PLAN_RESPONSE)).splitlines()
     )
+
+
+async def test_the_walkthrough_charges_unbound_cpu_and_keeps_bound_cores_exclusive(
+    cluster: Coordinator, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 17, items 2-4, as the README's walk-through saw them on a two-CPU node."""
+    node = await register(cluster, "node-a")
+    deploy = ("deploy", "team-a", "--image", "busybox", "--memory", "32Mi")
+    code, out, err = await allotctl(
+        cluster, capsys, *deploy, "--name", "web", "--cpu", "0.5", "--count", "2", "--cpu-bind",
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    web = json.loads(out)["containers"][0]["record"]["id"]
+    code, _, err = await allotctl(cluster, capsys, *deploy, "--name", "batch", "--cpu", "0.5")
+    assert code == 0, err
+    code, out, err = await allotctl(cluster, capsys, "allocation", "node-a")
+    assert "cores        1.5 of 2 used (1 bound, 0.5 unbound)" in out.splitlines(), out
+    code, out, err = await allotctl(cluster, capsys, "realloc", web, "--cpu", "+0.5")
+    assert code == 1, out  # item 2: it took core 1, and the shared pool fell back to 0-1
+    assert "kept for the unbound containers" in err
+    code, out, err = await allotctl(cluster, capsys, "allocation", "node-a")
+    assert "shared pool" in out
+    assert "1 (1 CPU x cpu_overcommit 1 = 1 for unbound containers, 0.5 requested)" in out
+    code, out, err = await allotctl(
+        cluster, capsys, "plan", "--cpu", "2", "--memory", "16Mi", "--count", "1"
+    )
+    assert code == 1, out  # item 3: it answered "1506 more"
+    assert "(409 insufficient_capacity)" in err.splitlines()[0]
+    code, out, err = await allotctl(cluster, capsys, *deploy, "--name", "idle", "--cpu", "0")
+    assert code == 1, out  # item 4: it ran with no CPU limit, uncounted
+    assert err == "allotctl: --cpu '0': must be > 0: every container asks for CPU\n"
+    code, out, _ = await allotctl(cluster, capsys, "deployments", "team-a")
+    assert "idle" not in out
+    await node.close()

@@ -21,9 +21,11 @@ from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig, NamespaceToken
 from coordinator.keys import REGISTRY, STORE
 from coordinator.services.registry import NODE_PREFIX
+from coordinator.store import ClusterStore
 from shared.codec import to_builtins, to_json
 from shared.protocol import SUBPROTOCOL
 from tests.builders import make_inventory
+from tests.coordinator.store_engines import ENGINES, Engine, etcd_engine, sqlite_engine
 
 JOIN_TOKEN = "join-token-for-tests-0123456789"
 API_TOKEN = "api-token-for-tests-0123456789"  # an admin token
@@ -190,3 +192,18 @@ def allot_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFi
     caplog.set_level(logging.INFO, logger="allot")
     yield caplog
     root.propagate = propagate
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
+    """Each store engine in turn: the conformance suite runs its tests on both."""
+    if request.param == "sqlite":
+        return sqlite_engine(tmp_path)
+    return etcd_engine(request.getfixturevalue("etcd_cluster"))
+
+
+@pytest.fixture
+async def store(engine: Engine) -> AsyncIterator[ClusterStore]:
+    opened = await engine.open()
+    yield opened
+    await opened.close()

@@ -66,7 +66,7 @@ async def test_a_deployment_is_placed_committed_and_pushed_to_its_node(
     assert status == 201, answer
     containers = [view["record"] for view in answer["containers"]]
     assert [c["node"] for c in containers] == ["node-a", "node-a"]
-    assert all(view["state"] == "pending" for view in answer["containers"])
+    assert all(view["state"] == "starting" for view in answer["containers"])
     # two half cores, bound: a fragment core each (the engine packs both on core 0)
     assert [c["limits"]["cpuset_cpus"] for c in containers] == ["0", "0"]
     assert {c["limits"]["cpu_shares"] for c in containers} == {512}
@@ -168,16 +168,23 @@ async def test_a_namespace_token_sees_and_changes_only_its_namespaces(
     await ws.close()
 
 
-async def test_deleting_a_container_releases_it_and_tells_the_node(cluster: Coordinator) -> None:
+async def test_deleting_a_container_stops_it_and_a_stand_in_keeps_the_count(
+    cluster: Coordinator,
+) -> None:
     ws = await register(cluster, "node-a")
     answer = (await call(cluster, "POST", DEPLOYMENTS, spec(count=2)))[1]
     first, second = (view["record"]["id"] for view in answer["containers"])
     await next_desired(ws)
-    status, _ = await call(cluster, "DELETE", f"/v1/containers/{first}")
-    assert status == 200
+    status, deleted = await call(cluster, "DELETE", f"/v1/containers/{first}")
+    assert status == 200, deleted
+    stand_in = deleted["stand_in"]
+    assert (deleted["deleted"], deleted["node"], deleted["pending"]) == (first, "node-a", "")
     desired = await next_desired(ws)
-    assert [c["id"] for c in desired["containers"]] == [second]
-    # the freed half core takes a new container again
+    assert sorted(c["id"] for c in desired["containers"]) == sorted([second, stand_in])
+    listed = (await call(cluster, "GET", f"{DEPLOYMENTS}/web"))[1]["containers"]
+    assert sorted(v["record"]["id"] for v in listed) == sorted([second, stand_in])
+    # Only scaling lowers the count: the freed half core then takes a new container.
+    assert (await call(cluster, "POST", f"{DEPLOYMENTS}/web/scale", {"count": 1}))[0] == 200
     assert (await call(cluster, "POST", DEPLOYMENTS, spec("again", count=3)))[0] == 201
     await ws.close()
 
@@ -293,15 +300,17 @@ async def test_every_decision_is_an_event_with_its_reason(cluster: Coordinator) 
         ("refused", "huge"),
         ("realloc", "web"),
         ("deleted", "web"),
+        ("placed", "web"),  # its stand-in, which keeps the count
     ]
     assert events[2]["reason"].startswith("capacity: ")
     assert events[3]["reason"] == "cpu_shares 512 -> 1024"
+    assert events[5]["reason"] == f"on node-a, in place of {container} (deleted on request)"
     later = (await call(cluster, "GET", f"/v1/events?since={events[2]['sequence']}"))[1]
-    assert [e["kind"] for e in later["events"]] == ["realloc", "deleted"]
+    assert [e["kind"] for e in later["events"]] == ["realloc", "deleted", "placed"]
     refused = (await call(cluster, "GET", "/v1/events?kind=refused"))[1]["events"]
     assert [e["deployment"] for e in refused] == ["huge"]
     others = (await call(cluster, "GET", "/v1/events", token=NAMESPACE_TOKEN))[1]["events"]
-    assert len(others) == 5  # all in team-a, the namespace token's own
+    assert len(others) == 6  # all in team-a, the namespace token's own
     assert (await call(cluster, "GET", "/v1/events?colour=red"))[0] == 400
     await ws.close()
 

@@ -97,7 +97,9 @@ async def test_a_cordoned_node_takes_nothing_new_and_a_drain_moves_its_container
     assert sorted(drained["released"]) == sorted(view["record"]["id"] for view in placed)
     moved = (await call(cluster, "GET", "/v1/containers"))[1]["containers"]
     assert [view["record"]["node"] for view in moved] == ["node-b", "node-b"]
-    assert sorted(drained["placed_again"].values()) == sorted(v["record"]["id"] for v in moved)
+    assert sorted(drained["stand_ins"].values()) == sorted(v["record"]["id"] for v in moved)
+    assert drained["placed"] == {v["record"]["id"]: "node-b" for v in moved}
+    assert drained["pending"] == {}
     assert (await call(cluster, "GET", "/v1/nodes/node-a/allocation"))[1]["cordoned"] is True
     while (frame := await receive_frame(node_b))["type"] != "desired":
         pass

@@ -19,6 +19,7 @@ from coordinator.app import make_app
 from coordinator.openapi import examples as ex
 from coordinator.openapi.document import openapi_document, resolve
 from coordinator.openapi.operations import OPENAPI_PATH, OPERATIONS
+from shared.api.deployments import MAX_COUNT
 from shared.codec import json_decoder, to_json
 from shared.protocol import SUBPROTOCOL
 from tests.coordinator.conftest import (
@@ -284,7 +285,12 @@ def test_every_example_validates_against_its_schema(schema: dict[str, Any], valu
 
 def struct_examples() -> Iterator[Any]:
     for op in OPERATIONS:
-        for body, named in ((op.request, op.request_examples), (op.response, op.examples)):
+        answers = [(alt.response, alt.examples) for alt in op.alternatives]
+        for body, named in (
+            (op.request, op.request_examples),
+            (op.response, op.examples),
+            *answers,
+        ):
             if isinstance(body, type):
                 for name, value in named.items():
                     yield pytest.param(body, value, id=f"{op.method} {op.path} {name}")
@@ -451,3 +457,9 @@ async def test_the_agent_socket_answers_as_documented(coordinator: Coordinator) 
     ws = await register(coordinator, "node-a")  # the upgrade, and a hello answered
     assert ws.protocol == SUBPROTOCOL
     await ws.close()
+
+
+@pytest.mark.parametrize("operation_id", ["createDeployment", "scaleDeployment"])
+def test_the_cap_on_a_deployments_containers_is_documented(operation_id: str) -> None:
+    [operation] = [o for _, _, o in operations() if o["operationId"] == operation_id]
+    assert f"at most {MAX_COUNT:,} containers" in operation["description"]

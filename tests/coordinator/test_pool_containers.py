@@ -55,10 +55,17 @@ def unbound(name: str) -> dict[str, Any]:
     }
 
 
+async def oversell(coordinator: Coordinator, node: str, ratio: str) -> None:
+    """Let the node's unbound containers request ``ratio`` times its shared pool."""
+    path = f"/v1/nodes/{node}/capacity"
+    await call(coordinator, "PATCH", path, {"mode": "delta", "cpu_overcommit": ratio})
+
+
 async def test_two_equal_pools_split_the_cores_and_their_containers_quotas_follow(
     fast_pools: Coordinator,
 ) -> None:
     ws = await register(fast_pools, "node-a")  # 2 cores
+    await oversell(fast_pools, "node-a", "2")  # four containers of one core each
     for team in ("team-a", "team-b"):
         await call(fast_pools, "PUT", f"/v1/pools/{team}", {"weight": 1.0})
         await call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch"))
@@ -121,6 +128,7 @@ async def test_a_node_whose_containers_changed_without_its_allocation_takes_new_
     """A pool share rewrites containers' limits but not the node's allocation record; the
     next placement on that node must not mistake that for another writer."""
     ws = await register(fast_pools, "node-a")
+    await oversell(fast_pools, "node-a", "3")
     for team in ("team-a", "team-b"):
         await call(fast_pools, "PUT", f"/v1/pools/{team}", {"weight": 1.0})
         await call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch"))

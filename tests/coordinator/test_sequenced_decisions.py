@@ -125,7 +125,7 @@ async def test_a_coordinator_that_cannot_decide_answers_instead_of_hanging(
     """Deciding itself fails (here: its thread is gone, as at shutdown): each request of
     the batch gets an error answer, and memory is the store."""
     await register(cluster, "node-a")
-    cluster.app[DEPLOYMENTS].close()
+    await cluster.app[DEPLOYMENTS].close()
     answers = await asyncio.wait_for(deploy_all(cluster, ["a", "b"]), timeout=10)
     assert {status for status, _ in answers} == {500}, answers
     await assert_memory_is_the_store(cluster)

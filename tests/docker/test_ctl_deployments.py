@@ -165,12 +165,13 @@ def test_allotctl_deploys_shows_reallocs_and_deletes_on_a_real_node(
     eventually_shares(docker_client, web, 410)
     assert events(ctl(url, "container", web)) == ["placed", "realloc"]
 
-    assert ctl(url, "delete", "container", over["record"]["id"]) == [
-        f"deleted container {over['record']['id']}"
-    ]
+    # a deleted container stops; a stand-in keeps its deployment's count
+    (deleted,) = ctl(url, "delete", "container", over["record"]["id"])
+    stand_in = deleted.removeprefix(f"deleted container {over['record']['id']}; its stand-in ")
+    assert stand_in.endswith(f" is on {node}"), deleted
     eventually_shares(docker_client, over["record"]["id"], None)
     assert ctl(url, "delete", "deployment", "team-a", "web") == [
         f"deleted deployment team-a/web and its 1 container(s): {web}"
     ]
     eventually_shares(docker_client, web, None)
-    assert [view["record"]["deployment"] for view in containers_json(url)] == ["batch"]
+    assert [view["record"]["deployment"] for view in containers_json(url)] == ["batch", "batch"]

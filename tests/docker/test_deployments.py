@@ -5,7 +5,6 @@ Docker engine. What the API says was planned is what Docker holds and the kernel
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import threading
 import time
@@ -29,7 +28,7 @@ from tests.docker.clusters import (
 )
 from tests.docker.conftest import IMAGE
 from tests.docker.runtimes import cpus, limits_in, this_host
-from tests.e2e.processes import BIN, api, wait_for_node_state
+from tests.e2e.processes import BIN, api, free_port, wait_for_node_state
 
 pytestmark = pytest.mark.docker
 
@@ -40,13 +39,6 @@ def cluster(tmp_path: Path, docker_client: docker.DockerClient) -> Iterator[Clus
     each offering one CPU of this host."""
     with running_cluster(tmp_path, docker_client, nodes=2, port=free_port()) as running:
         yield running
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def test_bound_and_unbound_containers_hold_exactly_their_plan_on_the_host(

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -42,10 +43,12 @@ class Service:
         *,
         port: int = 0,
         toml: str = "",
+        args: tuple[str, ...] = (),
         lease_seconds: float = LEASE_SECONDS,
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
     ) -> Service:
-        """A coordinator on loopback; ``toml`` is its config file (e.g. [[resources]])."""
+        """A coordinator on loopback; ``toml`` is its config file (e.g. [[resources]]),
+        ``args`` more of its flags (e.g. the etcd store's)."""
         env = {
             "ALLOT_COORDINATOR_JOIN_TOKEN": JOIN_TOKEN,
             "ALLOT_COORDINATOR_API_TOKENS": API_TOKEN,
@@ -56,6 +59,7 @@ class Service:
             f"--port={port}",
             f"--lease-seconds={lease_seconds}",
             f"--heartbeat-seconds={heartbeat_seconds}",
+            *args,
         ]
         if toml:
             (workdir / "coordinator.toml").write_text(toml)
@@ -129,6 +133,14 @@ class Service:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{self.name} never logged {pattern!r}:\n{self.text()}")
             time.sleep(0.05)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now: to restart a coordinator at the same URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def allotctl(server: str, *args: str, token: str = API_TOKEN) -> subprocess.CompletedProcess[str]:

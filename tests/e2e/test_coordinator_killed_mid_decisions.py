@@ -94,13 +94,13 @@ async def after_restart(url: str) -> tuple[set[str], dict[str, str], list[str]]:
 
 
 def test_every_answered_deploy_survives_a_kill_and_nothing_leaks(
-    tmp_path: Path, services: list[Service]
+    tmp_path: Path, services: list[Service], store_flags: tuple[str, ...]
 ) -> None:
-    coordinator = Service.coordinator(tmp_path).start()
+    coordinator = Service.coordinator(tmp_path, args=store_flags).start()
     services.append(coordinator)
     url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
     answers = asyncio.run(deploy_and_kill(coordinator, url))
-    restarted = Service.coordinator(tmp_path).start()
+    restarted = Service.coordinator(tmp_path, args=store_flags).start()
     services.append(restarted)
     url = restarted.wait_for(r"coordinator listening url=(\S+)").group(1)
     names, owners, allocated = asyncio.run(after_restart(url))

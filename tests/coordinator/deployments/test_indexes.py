@@ -1,6 +1,11 @@
-"""The books' indexes after random sequences of decisions: each equals one rebuilt from
-scratch (containers by node, deployment, namespace and pool; each pool's requests), and
-the books equal what a fresh load of the store gives."""
+"""The books after random sequences of decisions, nodes lost and back, quota writes and
+scheduler passes (issues 16 and 17). After every step: each index equals one rebuilt
+from scratch (containers by node, deployment, namespace and pool; each pool's requests;
+pending containers by deployment); every deployment counts, placed and pending, the
+containers it was last scaled to; no core piece is both bound and shared, and no node's
+unbound CPU requests exceed its shared pool x ``cpu_overcommit``; after a scheduler pass
+no pending container fits. At the end the books equal what a fresh load of the store
+gives."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from coordinator.config import PoolSettings, QuotaSettings
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError
 from coordinator.placement import Delta
+from coordinator.quotas import Quota, QuotaError
 from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
@@ -26,6 +32,7 @@ from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from shared.protocol import ContainerStatus, Status
 from tests.builders import make_inventory
+from tests.coordinator.placement.test_shared_cpu_properties import check_invariants
 
 NODES = ("n0", "n1", "n2")
 NAMES = ("a", "b", "c")
@@ -68,9 +75,14 @@ operations = st.one_of(
     st.builds(Op, kind=st.sampled_from(("delete", "realloc", "replace")), pick=st.integers(0, 9)),
     st.builds(Op, kind=st.just("end_swap"), pick=st.integers(0, 9), flag=st.booleans()),
     st.builds(
-        Op, kind=st.sampled_from(("cordon", "uncordon", "drain")), node=st.sampled_from(NODES)
+        Op,
+        kind=st.sampled_from(("cordon", "uncordon", "drain", "lose", "return")),
+        node=st.sampled_from(NODES),
     ),
+    st.builds(Op, kind=st.just("quota"), count=st.integers(0, 4)),
+    st.builds(Op, kind=st.just("schedule")),
 )
+LEASE_SECONDS = 10.0
 
 
 def spec(name: str, count: int, cpu_bind: bool) -> DeploymentSpec:
@@ -84,14 +96,20 @@ def spec(name: str, count: int, cpu_bind: bool) -> DeploymentSpec:
     )
 
 
-async def load(store: SqliteStore) -> DeploymentService:
-    registry = await NodeRegistry.load(store, lease_seconds=3600.0)
+async def load(store: SqliteStore, clock: list[float] | None = None) -> DeploymentService:
+    """The service over ``store``; its node leases run on ``clock[0]`` (seconds)."""
+    ticks = clock or [0.0]
+    registry = await NodeRegistry.load(
+        store, lease_seconds=LEASE_SECONDS, monotonic=lambda: ticks[0]
+    )
     quotas = await QuotaService.load(store, share_base=100, settings=QuotaSettings())
     pools = await PoolService.load(store, PoolSettings())
     return await DeploymentService.load(store, registry, quotas, pools, share_base=100)
 
 
-async def run(op: Op, service: DeploymentService) -> None:
+async def run(op: Op, service: DeploymentService, clock: list[float]) -> None:
+    registry = service._context.registry
+    assert isinstance(registry, NodeRegistry)
     containers = service.containers()
     picked = containers[op.pick % len(containers)] if containers else None
     match op.kind:
@@ -105,6 +123,24 @@ async def run(op: Op, service: DeploymentService) -> None:
             await service.cordon(op.node, op.kind == "cordon")
         case "drain":
             await service.drain(op.node)
+        case "lose":  # its lease runs out, the others' are renewed; released at once
+            clock[0] += LEASE_SECONDS + 1
+            for node in NODES:
+                if node != op.node:
+                    registry.heartbeat(node)
+            await registry.expire_leases()
+            await service.release_lost(0.0)
+        case "return":
+            await registry.hello(
+                op.node, inventory=make_inventory(), address="x", agent_version="t"
+            )
+        case "quota" if op.count:
+            await service.put_quota(Quota("team-a", ["team-a"], {}, {"cpu": op.count}))
+        case "quota":
+            await service.delete_quota("ElasticQuota", "team-a")
+        case "schedule":
+            await service.schedule()
+            assert not (await service.schedule()).placed, "a pass left a pending one that fits"
         case _ if picked is None:
             pass
         case "delete":
@@ -122,22 +158,29 @@ async def run(op: Op, service: DeploymentService) -> None:
 
 async def scenario(ops: list[Op], directory: Path) -> None:
     store = await SqliteStore.open(directory / "allot.db")
+    clock = [0.0]
     try:
-        service = await load(store)
+        service = await load(store, clock)
         registry = service._context.registry
         assert isinstance(registry, NodeRegistry)
         for node in NODES:
             inventory = make_inventory()
             await registry.hello(node, inventory=inventory, address="127.0.0.1", agent_version="t")
         for op in ops:
-            with contextlib.suppress(ApiError):  # refused: nothing changed, checked below
-                await run(op, service)
+            with contextlib.suppress(ApiError, QuotaError):  # refused: nothing changed
+                await run(op, service, clock)
             service.check_indexes()
+            for state in service._books.nodes.values():
+                check_invariants(state)  # no bound core shared; the pool not oversold
+            for deployment in service.deployments():
+                key = (deployment.namespace, deployment.spec.name)
+                held = len(service.of_deployment(*key)) + len(service.pending_of(*key))
+                assert held == deployment.spec.count, f"{key} counts {held}"
         again = await load(store)
         again.check_indexes()
         assert _plain(again) == _plain(service)
-        again.close()
-        service.close()
+        await again.close()
+        await service.close()
     finally:
         await store.close()
 
@@ -148,6 +191,7 @@ def _plain(service: DeploymentService) -> object:
         {
             "containers": books.containers,
             "replaced": books.replaced,
+            "pending": books.pending,
             "deployments": {f"{ns}/{name}": d for (ns, name), d in books.deployments.items()},
             "cordoned": sorted(books.cordoned),
             "allocations": {name: sorted(state.allocations) for name, state in books.nodes.items()},
@@ -182,7 +226,53 @@ async def _counts(directory: Path) -> tuple[int, int]:
     store = await SqliteStore.open(directory / "allot.db")
     try:
         service = await load(store)
-        service.close()
+        await service.close()
         return len(service.containers()), len(service.deployments())
     finally:
         await store.close()
+
+
+def test_drained_containers_wait_pending_until_a_node_takes_them(tmp_path: Path) -> None:
+    """Drain with nowhere to go keeps the count as pending containers; an uncordon and
+    one scheduler pass place them; a lost node's containers do the same."""
+
+    async def scenario() -> None:
+        store = await SqliteStore.open(tmp_path / "allot.db")
+        clock = [0.0]
+        service = await load(store, clock)
+        registry = service._context.registry
+        assert isinstance(registry, NodeRegistry)
+        for node in NODES:
+            await registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
+        await service.cordon("n1", True)
+        await service.cordon("n2", True)
+        await service.deploy("team-a", spec("a", 3, True))
+        drained = await service.drain("n0")
+        assert (len(drained.stand_ins), drained.placed) == (3, {})
+        assert set(drained.waiting) == set(drained.stand_ins.values())
+        assert set(drained.waiting.values()) == {
+            "needs 0.5 CPU + 128Mi on one node; no node takes containers: 3 cordoned (n0, n1, n2)"
+        }
+        pending = service.pending_of("team-a", "a")
+        assert [record.node for record in pending] == ["", "", ""]
+        assert service.why_pending(pending[0].id) == drained.waiting[pending[0].id]
+        await service.cordon("n1", False)
+        placed = await service.schedule()
+        assert sorted(placed.placed) == sorted(drained.waiting)
+        assert set(placed.placed.values()) == {"n1"}
+        assert service.pending_of("team-a", "a") == []
+        # n1 is lost: its containers wait again (n0 and n2 are cordoned), then n2 opens.
+        clock[0] += LEASE_SECONDS + 1
+        for node in ("n0", "n2"):
+            registry.heartbeat(node)
+        await registry.expire_leases()
+        released = await service.release_lost(0.0)
+        assert (len(released.stand_ins), released.placed) == (3, {})
+        await service.cordon("n2", False)
+        await service.schedule()
+        held = {record.node for record in service.of_deployment("team-a", "a")}
+        assert (held, service.pending_of("team-a", "a")) == ({"n2"}, [])
+        await service.close()
+        await store.close()
+
+    asyncio.run(scenario())

@@ -38,5 +38,5 @@ async def test_an_unchanged_pool_is_not_followed_again(tmp_path: Path) -> None:
     await service.follow_pool_shares({"team-a": 0.51})
     assert store.revision > revision
     assert [c.limits.cpu_quota for c in service.containers()] == [17_000] * 3
-    service.close()
+    await service.close()
     await store.close()

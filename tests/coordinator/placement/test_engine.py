@@ -119,15 +119,18 @@ def test_capacities(node: Node, request_: Normalized, pools: tuple[int, ...]) ->
 @pytest.mark.parametrize(
     ("node", "request_", "capacity"),
     [
-        pytest.param(TOPO_FLAT_4, memory_mode(200, GiB), 8, id="flat-2cpu-1Gi"),
-        pytest.param(TOPO_FLAT_4, memory_mode(400, GiB), 8, id="cpu-equal-to-cores"),
+        pytest.param(TOPO_FLAT_4, memory_mode(200, GiB), 2, id="flat-2cpu-1Gi"),
+        pytest.param(TOPO_FLAT_4, memory_mode(50, GiB), 8, id="flat-memory-bound"),
+        pytest.param(TOPO_FLAT_4, memory_mode(400, GiB), 1, id="cpu-equal-to-cores"),
         pytest.param(TOPO_FLAT_4, memory_mode(401, GiB), 0, id="cpu-above-cores"),
-        pytest.param(TOPO_BENCH_24, memory_mode(170, 512 * MiB), 256, id="bench-512Mi"),
-        pytest.param(TOPO_PARTIAL_6, memory_mode(0, 3 * GiB), 2, id="no-cpu-3Gi"),
+        pytest.param(TOPO_BENCH_24, memory_mode(170, 512 * MiB), 14, id="bench-512Mi"),
+        pytest.param(TOPO_PARTIAL_6, memory_mode(100, 3 * GiB), 2, id="partial-3Gi"),
+        pytest.param(TOPO_PARTIAL_6, memory_mode(0, 3 * GiB), 2, id="stored-without-cpu"),
     ],
 )
 def test_memory_mode_capacity(node: Node, request_: Normalized, capacity: int) -> None:
-    # Section 6: free pieces and NUMA are not consulted.
+    # Section 6: the shared pool's CPU (a bare view: every core's free pieces) and the
+    # memory bound it; NUMA is not consulted.
     assert node_capacity(node, request_) == capacity
     plans = cpu_plans(node, request_, capacity)
     assert plans == [Plan({}, None, request_.memory_request, None)] * capacity

@@ -91,15 +91,15 @@ def test_identical_nodes_share_plans() -> None:
 def test_memory_mode_placement_uses_each_nodes_shared_pool() -> None:
     busy = placed(STATE_FLAT_4, bound(150), 1, "c").view()  # cores 0 and 1 bound
     nodes = [busy, Node("fresh", dict.fromkeys(range(2), 100), memory=2 * GiB)]
-    request = Request("1.5", GiB)
+    request = Request("0.75", GiB)
     placement = place(nodes, request, 4, "auto")
-    assert placement.capacities == {"flat": 8, "fresh": 2}
+    assert placement.capacities == {"flat": 2, "fresh": 2}  # 2 shared cores each
     assert placement.deploy == {"flat": 2, "fresh": 2}
     assert placement.plans["flat"] == [cpu_plans(busy, request, 1)[0]] * 2
     assert placement.plans["flat"][0].cores == {}
     assert placement.shared_pools == {"flat": (2, 3), "fresh": (0, 1)}
     assert [x.cpuset_cpus for x in placement.limits("flat")] == ["2,3", "2,3"]
-    assert {x.cpu_quota for x in placement.limits("fresh")} == {150_000}
+    assert {x.cpu_quota for x in placement.limits("fresh")} == {75_000}
 
 
 def test_normalized_resources_set_the_docker_limits() -> None:
@@ -161,7 +161,7 @@ def clusters(draw: st.DrawFn) -> tuple[list[Node], Normalized, dict[str, int]]:
         request = bound(draw(st.integers(1, 2 * p)), draw(st.sampled_from([0, 512 * MiB])), p)
     else:
         request = memory_mode(
-            draw(st.integers(0, 3 * p)), draw(st.sampled_from([256, 600])) * MiB, p
+            draw(st.integers(1, 3 * p)), draw(st.sampled_from([256, 600])) * MiB, p
         )
     existing = {n.name: draw(st.integers(0, 3)) for n in nodes}
     return nodes, request, existing

@@ -235,7 +235,7 @@ def populated(draw: st.DrawFn) -> NodeState:
             resources = draw(bound_requests(p))
         else:
             memory = draw(st.sampled_from([64, 256, 512])) * MiB
-            resources = memory_mode(draw(st.integers(0, 2 * p)), memory, p, cpu_limit=0)
+            resources = memory_mode(draw(st.integers(1, 2 * p)), memory, p, cpu_limit=0)
         try:
             [plan] = cpu_plans(state.view(), resources, 1)
         except PlacementError:
@@ -257,7 +257,7 @@ def test_realloc_then_inverse_restores_totals(state: NodeState, data: st.DataObj
     assert realloc(state, cid, Delta()).state is state  # a zero delta changes nothing
     old = state.allocations[cid].resources
     p = state.share_base
-    low = -(old.cpu_request - 1) if old.cpu_bind else -old.cpu_request
+    low = -(old.cpu_request - 1)  # every container keeps some CPU
     cpu = data.draw(st.integers(low, 2 * p))
     memory = data.draw(st.sampled_from([0, 64 * MiB, 512 * MiB, -64 * MiB]))
     if old.memory_request + memory < (6 * MiB if old.memory_request or not old.cpu_bind else 0):

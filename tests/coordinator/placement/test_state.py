@@ -38,9 +38,9 @@ def test_view_is_capacity_minus_allocations() -> None:
     assert state.version == 3
 
 
-def test_shared_pool_is_all_cores_when_every_core_is_bound() -> None:
+def test_shared_pool_is_empty_when_every_core_is_bound() -> None:
     state = placed(STATE_FLAT_4, bound(400), 1, "c")
-    assert state.shared_pool() == (0, 1, 2, 3)
+    assert state.shared_pool() == ()  # never widened onto bound cores
     assert placed(STATE_FLAT_4, bound(150), 1, "c").shared_pool() == (2, 3)
 
 

@@ -1,0 +1,186 @@
+"""The connection to an etcd cluster: one gRPC channel per endpoint, TLS and user
+authentication, and moving to the next endpoint when one stops answering.
+
+The messages and stubs are aetcd's bindings of etcd's v3 API. aetcd's own ``Client``
+takes one endpoint and no TLS, so the channels are opened here:
+
+    link = EtcdLink(EtcdSettings(endpoints=("127.0.0.1:2379", "127.0.0.1:22379")))
+    response = await link.call(lambda s, meta: s.kv.Range(request, metadata=meta),
+                               retry=True)
+
+Only a call that is safe to send twice is retried elsewhere (``retry=True``: reads,
+lease grants and keep-alives, and any call refused before the member took it: it was
+not connected, or it had no raft leader). A commit cut off once sent is not: its outcome
+is unknown, and the caller hears so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from aetcd import rpc
+
+from coordinator.store import StoreError
+
+R = TypeVar("R")
+Metadata = tuple[tuple[str, str], ...]
+
+# Large enough for a 1,000-container transaction or a page of a range (gRPC's default
+# of 4 MiB is not); etcd's own limit (--max-request-bytes) is the one that binds.
+_MESSAGE_BYTES = 256 * 1024 * 1024
+_OPTIONS = (
+    ("grpc.max_receive_message_length", _MESSAGE_BYTES),
+    ("grpc.max_send_message_length", _MESSAGE_BYTES),
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EtcdSettings:
+    endpoints: tuple[str, ...]  # host:port, http://host:port or https://host:port
+    prefix: str = "/allot"  # every key lives under it; invisible above the store
+    ca_file: str = ""  # TLS: the CA that signed the members' certificates
+    cert_file: str = ""  # TLS client certificate and its key, when etcd asks for one
+    key_file: str = ""
+    user: str = ""
+    password: str = ""
+    timeout_s: float = 10.0  # per call, and to connect to one endpoint
+
+
+@dataclass(frozen=True)
+class Stubs:
+    kv: Any
+    lease: Any
+    watch: Any
+
+
+class EtcdLink:
+    def __init__(self, settings: EtcdSettings) -> None:
+        self.settings = settings
+        self._targets = [_target(e) for e in settings.endpoints]
+        self._tls = _tls(settings) if _wants_tls(settings) else None
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._metadata: dict[int, Metadata] = {}
+        self._current = 0
+
+    async def call(self, request: Callable[[Stubs, Metadata], Awaitable[R]], *, retry: bool) -> R:
+        """``request`` on the current endpoint, moving on to the next ones as needed."""
+        problems: list[str] = []
+        for _ in range(len(self._targets)):
+            index = self._current
+            try:
+                stubs, metadata = await self._connect(index)
+                return await request(stubs, metadata)
+            except _Unreachable as unreachable:
+                problems.append(f"{self._targets[index]}: {unreachable}")
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                problems.append(f"{self._targets[index]}: {error.details()}")
+                if not (retry or _refused_before_taken(error)):
+                    self._move_on(index)
+                    raise StoreError(
+                        f"etcd at {self._targets[index]} failed during a commit, which may or"
+                        f" may not have been applied: {error.details()}"
+                    ) from error
+            self._move_on(index)
+        raise StoreError(f"no etcd endpoint answers ({'; '.join(problems)})")
+
+    def move_on(self) -> None:
+        """The current endpoint failed a stream (a watch): use the next one from now on."""
+        self._move_on(self._current)
+
+    def _move_on(self, index: int) -> None:
+        if self._current == index:
+            self._current = (index + 1) % len(self._targets)
+
+    async def _connect(self, index: int) -> tuple[Stubs, Metadata]:
+        channel = self._channels.get(index)
+        if channel is None:
+            target = self._targets[index]
+            if self._tls is None:
+                channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
+            else:
+                channel = grpc.aio.secure_channel(target, self._tls, options=_OPTIONS)
+            self._channels[index] = channel
+        try:
+            await asyncio.wait_for(channel.channel_ready(), self.settings.timeout_s)
+        except TimeoutError:
+            raise _Unreachable(f"not connected within {self.settings.timeout_s:g}s") from None
+        if index not in self._metadata:
+            self._metadata[index] = await self._authenticate(channel)
+        stubs = Stubs(rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel))
+        return stubs, self._metadata[index]
+
+    async def _authenticate(self, channel: grpc.aio.Channel) -> Metadata:
+        """A token of this member (etcd's simple tokens are per member), or none."""
+        if not self.settings.user:
+            return ()
+        request = rpc.AuthenticateRequest(name=self.settings.user, password=self.settings.password)
+        try:
+            answer = await rpc.AuthStub(channel).Authenticate(
+                request, timeout=self.settings.timeout_s
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.UNAVAILABLE:
+                raise _Unreachable(error.details()) from error
+            raise StoreError(
+                f"etcd refused user {self.settings.user!r}: {error.details()}"
+            ) from error
+        return (("token", answer.token),)
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+
+
+class _Unreachable(Exception):
+    """The endpoint could not be reached; nothing was sent."""
+
+
+def _refused_before_taken(error: grpc.aio.AioRpcError) -> bool:
+    """etcd refuses with UNAVAILABLE, before raft sees the request, when the member has
+    no leader or is stopping; such a request is safe to send elsewhere."""
+    details = error.details() or ""
+    return "no leader" in details or "server stopped" in details
+
+
+def endpoint_problem(endpoint: str) -> str | None:
+    """Why ``endpoint`` is not host:port (with an optional http:// or https://), or None."""
+    host, _, port = _target(endpoint).rpartition(":")
+    if not host or "/" in host or not port.isdigit() or not 0 < int(port) < 65536:
+        return f"{endpoint!r} is not host:port, http://host:port or https://host:port"
+    return None
+
+
+def _target(endpoint: str) -> str:
+    for scheme in ("http://", "https://"):
+        if endpoint.startswith(scheme):
+            return endpoint.removeprefix(scheme).rstrip("/")
+    return endpoint
+
+
+def _wants_tls(settings: EtcdSettings) -> bool:
+    https = any(e.startswith("https://") for e in settings.endpoints)
+    return https or bool(settings.ca_file or settings.cert_file)
+
+
+def _tls(settings: EtcdSettings) -> grpc.ChannelCredentials:
+    def read(path: str) -> bytes | None:
+        if not path:
+            return None
+        try:
+            return Path(path).read_bytes()
+        except OSError as error:
+            raise StoreError(f"cannot read {path} for etcd TLS: {error.strerror}") from error
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(settings.ca_file),
+        private_key=read(settings.key_file),
+        certificate_chain=read(settings.cert_file),
+    )

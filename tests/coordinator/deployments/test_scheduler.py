@@ -1,0 +1,82 @@
+"""The scheduler's order when room is short (issue 17): priority first, then the
+namespace furthest below its quota's min, then age; what waits says why, with the
+nearest miss."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from coordinator.deployments.service import DeploymentService
+from coordinator.quotas import Quota
+from coordinator.services.registry import NodeRegistry
+from coordinator.store.sqlite import SqliteStore
+from shared.api.deployments import DeploymentSpec, ResourcesSpec
+from tests.builders import make_inventory
+from tests.coordinator.deployments.test_indexes import load
+
+
+def big(name: str, priority: int = 0) -> DeploymentSpec:
+    """Three quarters of a two-CPU node, bound: two never share one."""
+    return DeploymentSpec(
+        name=name,
+        image="busybox",
+        resources=ResourcesSpec(cpu="1.5", memory="64Mi"),
+        cpu_bind=True,
+        priority=priority,
+    )
+
+
+async def stranded(
+    directory: Path, deployments: list[tuple[str, DeploymentSpec]]
+) -> DeploymentService:
+    """One container of each deployment, each on a node of its own, all then drained:
+    every one pending, every node cordoned."""
+    store = await SqliteStore.open(directory / "allot.db")
+    service = await load(store)
+    registry = service._context.registry
+    assert isinstance(registry, NodeRegistry)
+    nodes = [f"n{i}" for i in range(len(deployments))]
+    for node in nodes:
+        await registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
+        await service.cordon(node, True)
+    for node, (namespace, spec) in zip(nodes, deployments, strict=True):
+        await service.cordon(node, False)
+        await service.deploy(namespace, spec)
+        await service.drain(node)
+    return service
+
+
+def test_the_higher_priority_goes_first_and_the_other_says_why(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        service = await stranded(tmp_path, [("team-a", big("low")), ("team-a", big("high", 5))])
+        await service.cordon("n0", False)
+        done = await service.schedule()
+        assert list(done.placed.values()) == ["n0"]
+        assert [r.deployment for r in service.containers()] == ["high"]
+        (waiting,) = service.all_pending()
+        assert service.why_pending(waiting.id) == (
+            "needs 1.5 CPU + 64Mi on one node; the best fit, n0, has 0.5 CPU and 960.0Mi free"
+        )
+        await service.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_namespace_furthest_below_its_min_goes_next_then_the_oldest(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        service = await stranded(
+            tmp_path,
+            [("team-a", big("first")), ("team-b", big("second")), ("team-c", big("third"))],
+        )
+        # team-b's quota guarantees it 4 CPUs and it uses none: it is furthest below.
+        await service.put_quota(Quota("team-b", ["team-b"], {"cpu": 4}))
+        await service.cordon("n0", False)
+        await service.schedule()
+        assert [r.deployment for r in service.containers()] == ["second"]
+        await service.cordon("n1", False)
+        await service.schedule()  # then by age: "first" became pending before "third"
+        assert sorted(r.deployment for r in service.containers()) == ["first", "second"]
+        await service.close()
+
+    asyncio.run(scenario())

@@ -1,0 +1,104 @@
+"""What only the etcd engine has, on the session's real 3-member cluster: prefixes that
+keep clusters apart, etcd's transaction limits, several endpoints and one member's
+crash, and settings that cannot work."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+
+from coordinator.store import StoreError, Txn
+from coordinator.store.etcd import EtcdStore
+from coordinator.store.etcd_link import EtcdSettings
+from tests.coordinator.store_engines import etcd_settings
+from tests.etcd_cluster import MAX_TXN_OPS, EtcdCluster
+
+
+@pytest.fixture
+async def etcd(etcd_cluster: EtcdCluster) -> AsyncIterator[EtcdStore]:
+    store = await EtcdStore.open(etcd_settings(etcd_cluster))
+    yield store
+    await store.close()
+
+
+async def test_prefixes_keep_clusters_apart(etcd_cluster: EtcdCluster) -> None:
+    base = etcd_settings(etcd_cluster)
+    one = await EtcdStore.open(replace(base, prefix=base.prefix + "/one"))
+    longer = await EtcdStore.open(replace(base, prefix=base.prefix + "/one2"))
+    try:
+        await one.commit(Txn(puts={"/nodes/a": b"1"}))
+        await longer.commit(Txn(puts={"/nodes/b": b"2"}))
+
+        assert [e.key for e in await one.range("")] == ["/nodes/a"]
+        assert [e.key for e in await longer.range("")] == ["/nodes/b"]
+        assert await one.get("/nodes/b") is None
+    finally:
+        await one.close()
+        await longer.close()
+
+
+async def test_a_deployment_sized_transaction_is_one_atomic_commit(etcd: EtcdStore) -> None:
+    """1,200 containers of about 1 KiB each: more than etcd's default 128 operations and
+    1.5 MiB, within the limits the README asks for."""
+    puts = {f"/containers/c{i:05}": b"x" * 1000 for i in range(1200)}
+
+    result = await etcd.commit(Txn(puts=puts))
+
+    entries = await etcd.range("/containers/")
+    assert result.succeeded
+    assert len(entries) == 1200
+    assert {e.mod_revision for e in entries} == {result.revision}
+
+
+async def test_a_transaction_over_max_txn_ops_is_refused_clearly(etcd: EtcdStore) -> None:
+    before = etcd.revision
+    puts = {f"/k/{i:06}": b"" for i in range(MAX_TXN_OPS + 1)}
+
+    with pytest.raises(StoreError, match=r"--max-txn-ops.*nothing was committed"):
+        await etcd.commit(Txn(puts=puts))
+
+    assert await etcd.range("") == []
+    assert (await etcd.commit(Txn(puts={"/after": b""}))).revision == before + 1
+
+
+async def test_the_cluster_keeps_deciding_with_one_member_of_three_killed(
+    etcd_cluster: EtcdCluster,
+) -> None:
+    """Kill the member this store talks to, then the raft leader: commits go on through
+    the others (two of three are a quorum), and the killed members rejoin."""
+    store = await EtcdStore.open(etcd_settings(etcd_cluster))
+    killed: list[int] = []
+    try:
+        await store.commit(Txn(puts={"/before": b"1"}))
+        for victim in (0, etcd_cluster.leader()):
+            etcd_cluster.kill(victim)
+            killed.append(victim)
+            results = await asyncio.gather(
+                *(store.commit(Txn(puts={f"/during/{victim}/{i}": b"x"})) for i in range(20))
+            )
+            assert all(r.succeeded for r in results)
+            assert len(await store.range(f"/during/{victim}/")) == 20
+            etcd_cluster.restart(victim)
+            killed.remove(victim)
+    finally:
+        for victim in killed:
+            etcd_cluster.restart(victim)
+        await store.close()
+
+
+async def test_no_endpoint_answering_is_a_clear_error(etcd_cluster: EtcdCluster) -> None:
+    unused = EtcdSettings(endpoints=("127.0.0.1:1",), timeout_s=0.5)
+
+    with pytest.raises(StoreError, match=r"no etcd endpoint answers.*127\.0\.0\.1:1"):
+        await EtcdStore.open(unused)
+
+
+@pytest.mark.parametrize("prefix", ["allot", "/allot/", "/"])
+async def test_a_prefix_that_could_overlap_another_is_refused(
+    etcd_cluster: EtcdCluster, prefix: str
+) -> None:
+    with pytest.raises(ValueError, match="etcd_prefix"):
+        await EtcdStore.open(replace(etcd_settings(etcd_cluster), prefix=prefix))
