@@ -14,11 +14,15 @@ site-packages it imports the dependencies from).
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+
+from shared.cpuset import CpuSet
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cgroup2-host"
 HOST_FROM_GUEST = "10.0.2.2"  # QEMU user-mode networking: this machine's loopback
@@ -75,7 +79,7 @@ class Booting:
         Guest(self.run_dir).stop()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Guest:
     run_dir: Path
 
@@ -107,29 +111,44 @@ class Guest:
         return found[0]
 
     def cgroup_files(self, allot_id: str) -> dict[str, str]:
-        """The container's cgroup v2 files by name (from its main process's cgroup)."""
-        docker_id = self.docker_id(allot_id)
+        """The v2 files of the running container the agent made for ``allot_id``, by
+        name, from its main process's cgroup (one docker call: each takes seconds here)."""
         names = " ".join(CGROUP_FILES)
         script = (
-            f"pid=$(docker inspect -f '{{{{.State.Pid}}}}' {docker_id}) && "
+            f"pid=$(docker ps -q --filter label=allot.id={allot_id} | "
+            f"xargs -r docker inspect -f '{{{{.State.Pid}}}}') && "
             f'cd "/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/$pid/cgroup)" && '
             f"pwd && for f in {names}; do printf '%s\\0' \"$f\"; cat \"$f\"; printf '\\0'; done"
         )
         where, _, rest = self.sh(script).partition("\n")
-        assert where.endswith(f"docker-{docker_id}.scope"), where
+        assert re.fullmatch(r"/sys/fs/cgroup/system\.slice/docker-[0-9a-f]{64}\.scope", where), (
+            where
+        )
         parts = rest.split("\0")
         return {parts[i]: parts[i + 1].strip() for i in range(0, len(parts) - 1, 2)}
 
+    @cached_property
     def runc_version(self) -> str:
         """The version of the guest's runc, e.g. "1.1.5"."""
         first = self.sh("runc --version").splitlines()[0]  # "runc version 1.1.5+ds1"
         return first.split()[2]
 
+    @cached_property
+    def online(self) -> CpuSet:
+        """The guest's online CPUs."""
+        return CpuSet.parse(self.sh("cat /sys/devices/system/cpu/online").strip())
+
+    @cached_property
+    def memory_nodes(self) -> CpuSet:
+        """The guest's memory (NUMA) nodes."""
+        return CpuSet.parse(self.sh("cat /sys/devices/system/node/online").strip())
+
     def agent_command(self, *, server: str, node: str, token: str) -> str:
         """The shell command that runs an agent in the guest, its pid in AGENT_PID_FILE."""
         environment = {
             "PYTHONPATH": f"/allot:{SITE_PACKAGES}",
-            "PYTHONDONTWRITEBYTECODE": "1",
+            # the repository is read-only there: its bytecode goes to the guest's disk
+            "PYTHONPYCACHEPREFIX": "/var/cache/allot-pycache",
             "ALLOT_AGENT_JOIN_TOKEN": token,
         }
         argv = [

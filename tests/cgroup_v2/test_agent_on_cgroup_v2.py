@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 
-from shared.cpuset import CpuSet
 from shared.protocol import Limits
 from tests.cgroup_v2.guest import AGENT_PID_FILE, HOST_FROM_GUEST, Guest
 from tests.cgroup_v2.v2_files import expected_files
@@ -97,6 +96,24 @@ def deploy(url: str, name: str, **spec: Any) -> str:
     return container_id
 
 
+Deploy = Callable[..., str]
+
+
+@pytest.fixture
+def deployed(cluster: Cluster) -> Iterator[Deploy]:
+    """``deploy`` for one test; its deployments are deleted after it, so that each test
+    has the guest's two CPUs to itself (the agent removes the containers meanwhile)."""
+    names: list[str] = []
+
+    def deploy_one(name: str, **spec: Any) -> str:
+        names.append(name)
+        return deploy(cluster.url, name, **spec)
+
+    yield deploy_one
+    for name in names:
+        api(cluster.url, f"/v1/namespaces/team-a/deployments/{name}", method="DELETE")
+
+
 def view_of(url: str, container_id: str) -> dict[str, Any]:
     view: dict[str, Any] = api(url, f"/v1/containers/{container_id}")
     return view
@@ -111,9 +128,9 @@ def files_for(cluster: Cluster, limits: Limits) -> dict[str, str]:
     guest = cluster.guest
     return expected_files(
         limits,
-        runc=guest.runc_version(),
-        online=CpuSet.parse(guest.sh("cat /sys/devices/system/cpu/online").strip()),
-        memory_nodes=CpuSet.parse(guest.sh("cat /sys/devices/system/node/online").strip()),
+        runc=guest.runc_version,
+        online=guest.online,
+        memory_nodes=guest.memory_nodes,
     )
 
 
@@ -132,8 +149,7 @@ def test_discovery_offers_the_guests_cpus_and_memory(cluster: Cluster) -> None:
     guest = cluster.guest
     node = api(cluster.url, f"/v1/nodes/{NODE}")
     inventory = node.get("inventory", node)
-    online = guest.sh("cat /sys/devices/system/cpu/online").strip()
-    assert inventory["online"] == online == "0-1"
+    assert inventory["online"] == str(guest.online) == "0-1"
     assert [cpu["id"] for cpu in inventory["cpus"]] == [0, 1]
     assert [(n["id"], n["cpus"]) for n in inventory["numa_nodes"]] == [(0, "0-1")]
     kib = int(guest.sh("awk '/^MemTotal:/ { print $2 }' /proc/meminfo"))
@@ -141,10 +157,12 @@ def test_discovery_offers_the_guests_cpus_and_memory(cluster: Cluster) -> None:
     assert inventory["problems"] == []
 
 
-def test_limits_on_create_and_realloc_appear_in_the_v2_files(cluster: Cluster) -> None:
-    bound = deploy(cluster.url, "bound", resources={"cpu": "0.5", "memory": "64Mi"}, cpu_bind=True)
-    shared = deploy(cluster.url, "shared", resources={"cpu": "0.3", "memory": "32Mi"})
-    soft = deploy(cluster.url, "soft", resources={"cpu": "0.2", "memory": "32Mi"}, soft_memory=True)
+def test_limits_on_create_and_realloc_appear_in_the_v2_files(
+    cluster: Cluster, deployed: Deploy
+) -> None:
+    bound = deployed("bound", resources={"cpu": "0.5", "memory": "64Mi"}, cpu_bind=True)
+    shared = deployed("shared", resources={"cpu": "0.3", "memory": "32Mi"})
+    soft = deployed("soft", resources={"cpu": "0.2", "memory": "32Mi"}, soft_memory=True)
     for container_id in (bound, shared, soft):
         assert_files_match(cluster, container_id)
         view = view_of(cluster.url, container_id)
@@ -167,8 +185,10 @@ def stat(text: str) -> dict[str, int]:
     return {name: int(value) for name, value in (line.split() for line in text.splitlines())}
 
 
-def test_usage_is_measured_from_cpu_stat_and_memory_current(cluster: Cluster) -> None:
-    busy = deploy(cluster.url, "busy", command=BUSY, resources={"cpu": "0.5", "memory": "32Mi"})
+def test_usage_is_measured_from_cpu_stat_and_memory_current(
+    cluster: Cluster, deployed: Deploy
+) -> None:
+    busy = deployed("busy", command=BUSY, resources={"cpu": "0.5", "memory": "32Mi"})
     observed = until(
         lambda: view_of(cluster.url, busy)["observed"],
         lambda seen: (seen.get("cpu_usage") or 0) > 0.1 and bool(seen.get("memory_usage")),
@@ -184,10 +204,8 @@ def test_usage_is_measured_from_cpu_stat_and_memory_current(cluster: Cluster) ->
     assert observed["memory_usage"] <= int(files["memory.max"])
 
 
-def test_drift_is_put_back_in_the_v2_files(cluster: Cluster) -> None:
-    drifting = deploy(
-        cluster.url, "drifting", resources={"cpu": "0.5", "memory": "32Mi"}, cpu_bind=True
-    )
+def test_drift_is_put_back_in_the_v2_files(cluster: Cluster, deployed: Deploy) -> None:
+    drifting = deployed("drifting", resources={"cpu": "0.5", "memory": "32Mi"}, cpu_bind=True)
     before = cluster.guest.cgroup_files(drifting)
     docker_id = cluster.guest.docker_id(drifting)
     cluster.guest.sh(f"docker update --cpu-shares 2 --cpuset-cpus 0-1 {docker_id} >/dev/null")
@@ -212,9 +230,17 @@ def started(guest: Guest) -> dict[str, str]:
     return {line.split()[0]: " ".join(line.split()[1:]) for line in lines}
 
 
-def test_a_killed_agent_adopts_its_containers_and_restarts_none(cluster: Cluster) -> None:
-    before = started(cluster.guest)
-    assert before
+def test_a_killed_agent_adopts_its_containers_and_restarts_none(
+    cluster: Cluster, deployed: Deploy
+) -> None:
+    kept = {
+        deployed("kept-bound", resources={"cpu": "0.5", "memory": "32Mi"}, cpu_bind=True),
+        deployed("kept-shared", resources={"cpu": "0.3", "memory": "32Mi"}),
+    }
+    # the earlier tests' containers gone, so that the new agent has nothing to remove
+    before = until(
+        lambda: started(cluster.guest), lambda found: set(found) == kept, what="only kept"
+    )
     files = {container_id: cluster.guest.cgroup_files(container_id) for container_id in before}
     cluster.guest.kill9_agent()
     cluster.agent.wait(timeout=30)

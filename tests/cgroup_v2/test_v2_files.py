@@ -4,10 +4,13 @@ checked against values runc is known to write (no VM needed)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shared.cpuset import CpuSet
 from shared.protocol import Limits
-from tests.cgroup_v2.v2_files import cpu_weight, expected_files
+from tests.cgroup_v2.v2_files import expected_files
+from tests.docker.cpu_weight import MAX_SHARES, MIN_SHARES, cpu_weight, least_shares
 
 # (shares, runc version, cpu.weight): bookworm's runc 1.1.5 wrote 20 for 512 shares in the
 # VM; 77 and 170 for 2000 are from runc issue 4896, 1204 for 22000 from youki's port.
@@ -64,3 +67,12 @@ def test_an_unbound_container_with_a_quota_and_no_memory_limit() -> None:
         "0",
         "max",
     )
+
+
+@given(shares=st.integers(MIN_SHARES, MAX_SHARES), runc=st.sampled_from(["1.1.5", "1.3.2"]))
+def test_least_shares_is_the_fewest_with_that_weight(shares: int, runc: str) -> None:
+    weight = cpu_weight(shares, runc=runc)
+    least = least_shares(weight, runc=runc)
+    assert least <= shares
+    assert cpu_weight(least, runc=runc) == weight
+    assert least == MIN_SHARES or cpu_weight(least - 1, runc=runc) < weight
