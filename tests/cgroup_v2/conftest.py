@@ -43,9 +43,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _boot.append(Booting(Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))))
 
 
-def pytest_sessionfinish() -> None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for booting in _boot:
         booting.stop()
+        if reporter is not None:  # what the boot took, e.g. "ready after 52s"
+            for line in booting.said().splitlines():
+                reporter.write_line(line)
         shutil.rmtree(booting.run_dir, ignore_errors=True)
     _boot.clear()
 
