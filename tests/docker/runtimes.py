@@ -27,7 +27,7 @@ from agent.runtime.reconciler import Runtime, RuntimeOptions
 from shared.cpuset import CpuSet
 from shared.logs import fields_of
 from shared.protocol import ContainerStatus, DesiredContainer, Limits
-from tests.docker.cgroups import cgroup_settings
+from tests.docker.cgroups import as_held, cgroup_settings
 from tests.docker.conftest import IMAGE
 from tests.polling import eventually
 
@@ -145,7 +145,7 @@ def assert_enforced(
         assert attrs["State"]["Status"] == "running", container_id
         want = host.settings(limits)
         assert host.settings(limits_in(attrs)) == want, container_id
-        assert cgroup_settings(attrs["State"]["Pid"]) == want, container_id
+        assert cgroup_settings(attrs["State"]["Pid"]) == as_held(want), container_id
         assert host.settings(status_of(runtime, container_id).limits) == want, container_id
 
 

@@ -18,7 +18,7 @@ import pytest
 from agent.runtime.labels import node_filter
 from shared.cpuset import CpuSet
 from shared.protocol import Limits
-from tests.docker.cgroups import cgroup_settings
+from tests.docker.cgroups import as_held, cgroup_settings
 from tests.docker.clusters import (
     CONVERGE_SECONDS,
     Cluster,
@@ -81,7 +81,7 @@ def test_bound_and_unbound_containers_hold_exactly_their_plan_on_the_host(
         planned = host.settings(Limits(**record["limits"]))
         held = host.settings(limits_in(attrs))
         assert held == planned, record["id"]
-        assert cgroup_settings(attrs["State"]["Pid"]) == planned, record["id"]
+        assert cgroup_settings(attrs["State"]["Pid"]) == as_held(planned), record["id"]
         assert planned.cpuset_cpus == offered  # each node's containers stay on its CPU
         if record["deployment"] == "bound":
             assert (planned.cpu_shares, planned.cpu_quota) == (717, -1)
@@ -114,7 +114,7 @@ def test_a_realloc_changes_the_cgroups_live_without_a_restart(
     planned = host.settings(Limits(**changed["limits"]))
     assert (planned.cpu_shares, planned.mem_limit) == (717, 48 * 1024 * 1024)
     deadline = time.monotonic() + CONVERGE_SECONDS
-    while cgroup_settings(before["State"]["Pid"]) != planned:
+    while cgroup_settings(before["State"]["Pid"]) != as_held(planned):
         assert time.monotonic() < deadline, cgroup_settings(before["State"]["Pid"])
         time.sleep(0.05)
     after = docker_client.api.inspect_container(found["Id"])

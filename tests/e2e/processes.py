@@ -38,7 +38,14 @@ class Service:
 
     @classmethod
     def coordinator(
-        cls, workdir: Path, *, port: int = 0, toml: str = "", args: tuple[str, ...] = ()
+        cls,
+        workdir: Path,
+        *,
+        port: int = 0,
+        toml: str = "",
+        args: tuple[str, ...] = (),
+        lease_seconds: float = LEASE_SECONDS,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
     ) -> Service:
         """A coordinator on loopback; ``toml`` is its config file (e.g. [[resources]]),
         ``args`` more of its flags (e.g. the etcd store's)."""
@@ -50,8 +57,8 @@ class Service:
             str(BIN / "allot-coordinator"),
             f"--data-dir={workdir / 'data'}",
             f"--port={port}",
-            f"--lease-seconds={LEASE_SECONDS}",
-            f"--heartbeat-seconds={HEARTBEAT_SECONDS}",
+            f"--lease-seconds={lease_seconds}",
+            f"--heartbeat-seconds={heartbeat_seconds}",
             *args,
         ]
         if toml:

@@ -1,0 +1,207 @@
+"""The cgroup v2 virtual machine of scripts/cgroup2-host, as the tests use it: shell
+commands in the guest, its containers' cgroup files, and an agent process running there.
+
+    guest = Guest.boot(run_dir)              # scripts/cgroup2-host start; Docker answers
+    guest.sh("nproc")                        # "2\\n"
+    guest.cgroup_files("team-a-web-1a2b3c")  # {"cpu.weight": "20", "memory.max": "max", ...}
+    agent = guest.agent(server="http://10.0.2.2:7600", node="vm", log=tmp / "agent.log")
+    guest.stop()
+
+The repository is mounted read-only at /allot in the guest; the agent runs from it with
+the guest's python3 (bookworm's 3.11, the version of this project's virtualenv, whose
+site-packages it imports the dependencies from).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from shared.cpuset import CpuSet
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cgroup2-host"
+HOST_FROM_GUEST = "10.0.2.2"  # QEMU user-mode networking: this machine's loopback
+SITE_PACKAGES = f"/allot/.venv/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+AGENT_PID_FILE = "/run/allot-agent.pid"
+STATE_DIR = "/var/lib/allot/agent"
+COMMAND_SECONDS = 180  # one command in the emulated guest; docker calls there take seconds
+# The v2 files the tests read, beside the effective cpusets the kernel computes.
+CGROUP_FILES = (
+    "cpuset.cpus",
+    "cpuset.cpus.effective",
+    "cpuset.mems",
+    "cpuset.mems.effective",
+    "cpu.weight",
+    "cpu.max",
+    "cpu.stat",
+    "memory.max",
+    "memory.low",
+    "memory.swap.max",
+    "memory.current",
+    "memory.stat",
+)
+
+
+class GuestUnavailable(Exception):
+    """scripts/cgroup2-host could not provide the VM; the message says why."""
+
+
+# The agent's Python environment in the guest. The repository is read-only there: the
+# bytecode of its modules goes to the guest's disk (compiling them took a minute).
+PYTHON_ENVIRONMENT = {
+    "PYTHONPATH": f"/allot:{SITE_PACKAGES}",
+    "PYTHONPYCACHEPREFIX": "/var/cache/allot-pycache",
+}
+
+
+class Booting:
+    """scripts/cgroup2-host start under way in the background, so that the boot (and a
+    first run's image build) overlaps other tests; then the agent's modules are compiled
+    in the guest, for the same reason."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._output = run_dir / "start.log"
+        warm = shlex.join(
+            ["env", *_assignments(PYTHON_ENVIRONMENT), "python3", "-c", "import agent.main"]
+        )
+        script = f'"$0" start "$1" && "$0" ssh "$1" {shlex.quote(warm)}'
+        with self._output.open("wb") as output:
+            self._process = subprocess.Popen(
+                ["sh", "-c", script, str(SCRIPT), str(run_dir)],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait(self) -> Guest:
+        """The guest once its Docker answers; ``GuestUnavailable`` saying why it does not."""
+        status = self._process.wait()
+        if status != 0:
+            raise GuestUnavailable(self.said() or f"{SCRIPT} start: exit status {status}")
+        return Guest(self.run_dir)
+
+    def said(self) -> str:
+        """What the boot printed so far."""
+        return self._output.read_text().strip() if self._output.exists() else ""
+
+    def stop(self) -> None:
+        """Stop the VM, booted or still booting."""
+        if self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait()
+        Guest(self.run_dir).stop()
+
+
+@dataclass
+class Guest:
+    run_dir: Path
+
+    def stop(self) -> None:
+        subprocess.run([str(SCRIPT), "stop", str(self.run_dir)], check=False, capture_output=True)
+
+    def ssh_argv(self, command: str) -> list[str]:
+        return [str(SCRIPT), "ssh", str(self.run_dir), command]
+
+    def sh(self, command: str, *, check: bool = True) -> str:
+        """What ``command`` printed; it must succeed unless ``check`` is false."""
+        result = subprocess.run(
+            self.ssh_argv(command),
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_SECONDS,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"in the guest, {command!r} failed ({result.returncode}): {result.stderr}"
+            )
+        return result.stdout
+
+    def docker_id(self, allot_id: str) -> str:
+        """The Docker id of the container the agent made for ``allot_id``."""
+        found = self.sh(f"docker ps -q --no-trunc --filter label=allot.id={allot_id}").split()
+        assert len(found) == 1, f"{allot_id}: {len(found)} running containers in the guest"
+        return found[0]
+
+    def cgroup_files(self, allot_id: str) -> dict[str, str]:
+        """The v2 files of the running container the agent made for ``allot_id``, by
+        name, from its main process's cgroup (one docker call: each takes seconds here)."""
+        names = " ".join(CGROUP_FILES)
+        script = (
+            f"pid=$(docker ps -q --filter label=allot.id={allot_id} | "
+            f"xargs -r docker inspect -f '{{{{.State.Pid}}}}') && "
+            f'cd "/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/$pid/cgroup)" && '
+            f"pwd && for f in {names}; do printf '%s\\0' \"$f\"; cat \"$f\"; printf '\\0'; done"
+        )
+        where, _, rest = self.sh(script).partition("\n")
+        assert re.fullmatch(r"/sys/fs/cgroup/system\.slice/docker-[0-9a-f]{64}\.scope", where), (
+            where
+        )
+        parts = rest.split("\0")
+        return {parts[i]: parts[i + 1].strip() for i in range(0, len(parts) - 1, 2)}
+
+    @cached_property
+    def runc_version(self) -> str:
+        """The version of the guest's runc, e.g. "1.1.5"."""
+        first = self.sh("runc --version").splitlines()[0]  # "runc version 1.1.5+ds1"
+        return first.split()[2]
+
+    @cached_property
+    def online(self) -> CpuSet:
+        """The guest's online CPUs."""
+        return CpuSet.parse(self.sh("cat /sys/devices/system/cpu/online").strip())
+
+    @cached_property
+    def memory_nodes(self) -> CpuSet:
+        """The guest's memory (NUMA) nodes."""
+        return CpuSet.parse(self.sh("cat /sys/devices/system/node/online").strip())
+
+    def agent_command(self, *, server: str, node: str, token: str) -> str:
+        """The shell command that runs an agent in the guest, its pid in AGENT_PID_FILE."""
+        environment = PYTHON_ENVIRONMENT | {"ALLOT_AGENT_JOIN_TOKEN": token}
+        argv = [
+            "python3",
+            "-c",
+            "from agent.main import main; main()",
+            "run",
+            f"--server={server}",
+            f"--node-name={node}",
+            f"--state-dir={STATE_DIR}",
+            "--backoff-initial-seconds=0.2",
+            "--backoff-max-seconds=1",
+            "--stop-timeout-seconds=1",
+            # the emulated guest's dockerd takes tens of seconds to answer at times
+            "--docker-timeout-seconds=120",
+        ]
+        return (
+            f"mkdir -p {STATE_DIR} && echo $$ > {AGENT_PID_FILE} && "
+            f"exec {shlex.join(['env', *_assignments(environment), *argv])} 2>&1"
+        )
+
+    def start_agent(
+        self, *, server: str, node: str, token: str, log: Path
+    ) -> subprocess.Popen[bytes]:
+        """An agent in the guest; its lines are appended to ``log`` on this machine."""
+        with log.open("ab") as handle:
+            return subprocess.Popen(
+                self.ssh_argv(self.agent_command(server=server, node=node, token=token)),
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+
+    def kill9_agent(self) -> None:
+        """SIGKILL to the guest's agent, by the pid it wrote, and wait until it is gone."""
+        self.sh(
+            f"pid=$(cat {AGENT_PID_FILE}) && kill -9 $pid && "
+            f"while kill -0 $pid 2>/dev/null; do sleep 0.1; done"
+        )
+
+
+def _assignments(environment: dict[str, str]) -> list[str]:
+    return [f"{name}={value}" for name, value in environment.items()]

@@ -1,0 +1,260 @@
+"""The real agent on a cgroup v2 host: a coordinator process on this machine, an agent in
+the VM (Debian bookworm, Docker with the systemd cgroup driver), driven through the API.
+What Docker was asked for is read back from the container's v2 files in the guest."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+import pytest
+
+from shared.protocol import Limits
+from tests.cgroup_v2.guest import AGENT_PID_FILE, HOST_FROM_GUEST, Guest
+from tests.cgroup_v2.v2_files import expected_files
+from tests.docker.conftest import IMAGE
+from tests.e2e.processes import JOIN_TOKEN, Service, api, wait_for_node_state
+
+pytestmark = pytest.mark.cgroup_v2
+NODE = "cgroup2-vm"
+# The guest is emulated and slow: its agent needs seconds where a host needs milliseconds.
+LEASE_SECONDS = 60.0
+HEARTBEAT_SECONDS = 2.0
+CONVERGE_SECONDS = 240.0
+BUSY = ["sh", "-c", "while :; do :; done"]
+LIMIT_FILES = (
+    "cpuset.cpus",
+    "cpuset.mems",
+    "cpu.weight",
+    "cpu.max",
+    "memory.max",
+    "memory.low",
+    "memory.swap.max",
+)
+T = TypeVar("T")
+
+
+@dataclass
+class Cluster:
+    url: str
+    guest: Guest
+    agent_log: Path
+    agent: subprocess.Popen[bytes]
+
+    def start_agent(self) -> None:
+        server = f"http://{HOST_FROM_GUEST}:{self.url.rsplit(':', 1)[1]}"
+        self.agent = self.guest.start_agent(
+            server=server, node=NODE, token=JOIN_TOKEN, log=self.agent_log
+        )
+
+    def log(self) -> str:
+        return self.agent_log.read_text() if self.agent_log.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def cluster(guest: Guest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A coordinator here and the guest's agent registered with it as NODE."""
+    workdir = tmp_path_factory.mktemp("cgroup2-cluster")
+    coordinator = Service.coordinator(
+        workdir, lease_seconds=LEASE_SECONDS, heartbeat_seconds=HEARTBEAT_SECONDS
+    ).start()
+    url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
+    running = Cluster(url, guest, workdir / "agent.log", subprocess.Popen(["true"]))
+    try:
+        running.start_agent()
+        wait_for_node_state(url, NODE, "ready", timeout=CONVERGE_SECONDS)
+        yield running
+    finally:
+        guest.sh(f"kill -9 $(cat {AGENT_PID_FILE})", check=False)
+        running.agent.wait(timeout=30)
+        coordinator.stop()
+
+
+def until(read: Callable[[], T], holds: Callable[[T], bool], *, what: str) -> T:
+    """``read()`` once ``holds`` of it; fails after CONVERGE_SECONDS with the last value."""
+    deadline = time.monotonic() + CONVERGE_SECONDS
+    while True:
+        value = read()
+        if holds(value):
+            return value
+        assert time.monotonic() < deadline, f"{what} never held; last: {value}"
+        time.sleep(1.0)
+
+
+def deploy(url: str, name: str, **spec: Any) -> str:
+    """The id of the one container of a new deployment in team-a, once it runs."""
+    body = {"name": name, "image": IMAGE, "command": ["sleep", "3600"], "count": 1} | spec
+    answer = api(url, "/v1/namespaces/team-a/deployments", body)
+    (view,) = answer["containers"]
+    container_id: str = view["record"]["id"]
+    until(lambda: view_of(url, container_id)["state"], "running".__eq__, what="running")
+    return container_id
+
+
+Deploy = Callable[..., str]
+
+
+@pytest.fixture
+def deployed(cluster: Cluster) -> Iterator[Deploy]:
+    """``deploy`` for one test; its deployments are deleted after it, so that each test
+    has the guest's two CPUs to itself (the agent removes the containers meanwhile)."""
+    names: list[str] = []
+
+    def deploy_one(name: str, **spec: Any) -> str:
+        names.append(name)
+        return deploy(cluster.url, name, **spec)
+
+    yield deploy_one
+    for name in names:
+        api(cluster.url, f"/v1/namespaces/team-a/deployments/{name}", method="DELETE")
+
+
+def view_of(url: str, container_id: str) -> dict[str, Any]:
+    view: dict[str, Any] = api(url, f"/v1/containers/{container_id}")
+    return view
+
+
+def wanted(view: dict[str, Any]) -> Limits:
+    return msgspec.convert(view["record"]["limits"], Limits)
+
+
+def files_for(cluster: Cluster, limits: Limits) -> dict[str, str]:
+    """The v2 files a container with ``limits`` should have in the guest."""
+    guest = cluster.guest
+    return expected_files(
+        limits,
+        runc=guest.runc_version,
+        online=guest.online,
+        memory_nodes=guest.memory_nodes,
+    )
+
+
+def held(cluster: Cluster, container_id: str, names: dict[str, str]) -> dict[str, str]:
+    files = cluster.guest.cgroup_files(container_id)
+    return {name: files.get(name, "(missing)") for name in names}
+
+
+def assert_files_match(cluster: Cluster, container_id: str) -> None:
+    """The container's v2 files hold the limits the coordinator wants, soon."""
+    expected = files_for(cluster, wanted(view_of(cluster.url, container_id)))
+    until(lambda: held(cluster, container_id, expected), expected.__eq__, what="v2 files")
+
+
+def test_discovery_offers_the_guests_cpus_and_memory(cluster: Cluster) -> None:
+    guest = cluster.guest
+    node = api(cluster.url, f"/v1/nodes/{NODE}")
+    inventory = node.get("inventory", node)
+    assert inventory["online"] == str(guest.online) == "0-1"
+    assert [cpu["id"] for cpu in inventory["cpus"]] == [0, 1]
+    assert [(n["id"], n["cpus"]) for n in inventory["numa_nodes"]] == [(0, "0-1")]
+    kib = int(guest.sh("awk '/^MemTotal:/ { print $2 }' /proc/meminfo"))
+    assert inventory["memory"] == kib * 1024
+    assert inventory["problems"] == []
+
+
+def test_limits_on_create_and_realloc_appear_in_the_v2_files(
+    cluster: Cluster, deployed: Deploy
+) -> None:
+    bound = deployed("bound", resources={"cpu": "0.5", "memory": "64Mi"}, cpu_bind=True)
+    shared = deployed("shared", resources={"cpu": "0.3", "memory": "32Mi"})
+    soft = deployed("soft", resources={"cpu": "0.2", "memory": "32Mi"}, soft_memory=True)
+    for container_id in (bound, shared, soft):
+        assert_files_match(cluster, container_id)
+        view = view_of(cluster.url, container_id)
+        observed = msgspec.convert(view["observed"]["limits"], Limits)
+        assert files_for(cluster, observed) == files_for(cluster, wanted(view))  # read back
+    assert cluster.guest.cgroup_files(bound)["cpu.max"].startswith("max ")
+    assert not cluster.guest.cgroup_files(shared)["cpu.max"].startswith("max ")
+    assert cluster.guest.cgroup_files(soft)["memory.low"] != "0"
+
+    docker_id = cluster.guest.docker_id(bound)
+    changed = api(
+        cluster.url, f"/v1/containers/{bound}", {"cpu": "0.25", "memory": "32Mi"}, method="PATCH"
+    )
+    assert changed["record"]["limits"] != view_of(cluster.url, shared)["record"]["limits"]
+    assert_files_match(cluster, bound)
+    assert cluster.guest.docker_id(bound) == docker_id  # changed live, not made anew
+
+
+def stat(text: str) -> dict[str, int]:
+    return {name: int(value) for name, value in (line.split() for line in text.splitlines())}
+
+
+def test_usage_is_measured_from_cpu_stat_and_memory_current(
+    cluster: Cluster, deployed: Deploy
+) -> None:
+    busy = deployed("busy", command=BUSY, resources={"cpu": "0.5", "memory": "32Mi"})
+    observed = until(
+        lambda: view_of(cluster.url, busy)["observed"],
+        lambda seen: (seen.get("cpu_usage") or 0) > 0.1 and bool(seen.get("memory_usage")),
+        what="usage reported",
+    )
+    # a CFS quota of half a core: what the agent measured cannot be more
+    assert 0.1 < observed["cpu_usage"] <= 0.6
+    files = cluster.guest.cgroup_files(busy)
+    assert stat(files["cpu.stat"])["usage_usec"] > 0
+    in_use = int(files["memory.current"]) - stat(files["memory.stat"])["inactive_file"]
+    # a busybox shell's memory hardly moves between the agent's reading and this one
+    assert abs(observed["memory_usage"] - in_use) <= max(in_use // 2, 256 * 1024)
+    assert observed["memory_usage"] <= int(files["memory.max"])
+
+
+def test_drift_is_put_back_in_the_v2_files(cluster: Cluster, deployed: Deploy) -> None:
+    drifting = deployed("drifting", resources={"cpu": "0.5", "memory": "32Mi"}, cpu_bind=True)
+    before = cluster.guest.cgroup_files(drifting)
+    docker_id = cluster.guest.docker_id(drifting)
+    cluster.guest.sh(f"docker update --cpu-shares 2 --cpuset-cpus 0-1 {docker_id} >/dev/null")
+    observed = until(
+        lambda: view_of(cluster.url, drifting)["observed"],
+        lambda seen: bool(seen.get("drift")),
+        what="drift reported",
+    )
+    assert any(change.startswith("cpu_shares 2 -> ") for change in observed["drift"])
+    assert_files_match(cluster, drifting)
+    after = cluster.guest.cgroup_files(drifting)
+    assert [after[name] for name in LIMIT_FILES] == [before[name] for name in LIMIT_FILES]
+    assert cluster.guest.docker_id(drifting) == docker_id  # put back in place
+
+
+def started(guest: Guest) -> dict[str, str]:
+    """Each allot container in the guest: its Docker id and start time."""
+    lines = guest.sh(
+        "docker ps -q --filter label=allot.id | xargs -r docker inspect -f "
+        "'{{index .Config.Labels \"allot.id\"}} {{.Id}} {{.State.StartedAt}}'"
+    ).splitlines()
+    return {line.split()[0]: " ".join(line.split()[1:]) for line in lines}
+
+
+def test_a_killed_agent_adopts_its_containers_and_restarts_none(
+    cluster: Cluster, deployed: Deploy
+) -> None:
+    kept = {
+        deployed("kept-bound", resources={"cpu": "0.5", "memory": "32Mi"}, cpu_bind=True),
+        deployed("kept-shared", resources={"cpu": "0.3", "memory": "32Mi"}),
+    }
+    # the earlier tests' containers gone, so that the new agent has nothing to remove
+    before = until(
+        lambda: started(cluster.guest), lambda found: set(found) == kept, what="only kept"
+    )
+    files = {container_id: cluster.guest.cgroup_files(container_id) for container_id in before}
+    cluster.guest.kill9_agent()
+    cluster.agent.wait(timeout=30)
+    offset = len(cluster.log())
+    cluster.start_agent()
+    until(
+        lambda: cluster.log()[offset:],
+        lambda text: f"adopted {len(before)} containers" in text,
+        what="adopted",
+    )
+    assert started(cluster.guest) == before
+    for container_id, held_before in files.items():
+        now = cluster.guest.cgroup_files(container_id)
+        assert [now[name] for name in LIMIT_FILES] == [held_before[name] for name in LIMIT_FILES]
+    restarted = cluster.log()[offset:]
+    assert "container started" not in restarted
+    assert "container removed" not in restarted
