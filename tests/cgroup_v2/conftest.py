@@ -6,8 +6,9 @@ background as soon as the tests are collected, and these tests run last, so the 
 overlaps the rest of the suite. When the VM cannot be provided the tests fail, saying why;
 they are skipped only when a person asks for it with ALLOT_SKIP_CGROUP_V2_TESTS=1.
 
-The VM costs the whole run time, so a run that boots it is held to make test's budget:
-one that takes longer than ALLOT_TEST_BUDGET_SECONDS (15 minutes) fails, with its numbers.
+The VM costs the whole run time, so a run that boots it says at its end how long it took,
+the VM's part, and by how much it went over make test's budget of 15 minutes. It does not
+fail for the time: a slow machine is no broken build, and CI has its own limit.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
 # for working on these tests without a boot per run.
 RUNNING = "ALLOT_CGROUP2_RUN_DIR"
 MARKER = "cgroup_v2"
-BUDGET = "ALLOT_TEST_BUDGET_SECONDS"
 BUDGET_SECONDS = 15 * 60
 _boot: list[Booting] = []  # the one boot of this run, once begun
 _clock: dict[str, float] = {}  # monotonic times: "start" of the run, "vm" tests begun
@@ -56,7 +56,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if _boot and reporter is not None:
-        _hold_to_budget(session, reporter)
+        _say_the_time(reporter)
     for booting in _boot:
         booting.stop()
         if reporter is not None:  # what the boot took, e.g. "ready after 52s"
@@ -66,20 +66,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _boot.clear()
 
 
-def _hold_to_budget(session: pytest.Session, reporter: pytest.TerminalReporter) -> None:
+def _say_the_time(reporter: pytest.TerminalReporter) -> None:
     now = time.monotonic()
     took = now - _clock["start"]
     vm_part = now - _clock.get("vm", now)
-    budget = float(os.environ.get(BUDGET, BUDGET_SECONDS))
     reporter.write_line(
         f"the run took {took:.0f}s, of which {vm_part:.0f}s for the cgroup v2 tests at its end"
     )
-    if took > budget:
-        reporter.write_line(
-            f"FAILED: over the budget of {budget:.0f}s ({BUDGET}) by {took - budget:.0f}s",
-            red=True,
-        )
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if took > BUDGET_SECONDS:
+        over = f"{took - BUDGET_SECONDS:.0f}s over make test's budget of {BUDGET_SECONDS}s"
+        reporter.write_line(over, yellow=True)
 
 
 @pytest.fixture(scope="session")
