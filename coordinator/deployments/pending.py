@@ -154,18 +154,19 @@ def _place_group(
     """Place the first k of ``group`` for the largest k that fits (k containers of a
     deployment fit whenever k + 1 do); k, and why the next one does not fit ("" when
     all did)."""
-    fits, refused = 0, ""
-    low, high = 0, len(group)  # ``low`` fit (none trivially); more than ``high`` do not
+    refused = ""
+    low, high = 0, len(group)  # the first ``low`` are placed; more than ``high`` do not fit
     size = high
     while low < high:
-        ids = [pending.id for pending in group[fits:size]]
-        why = {p.id: f", in place of {p.replaces} ({p.cause})" for p in group[fits:size]}
+        more = group[low:size]
+        ids = [pending.id for pending in more]
+        why = {p.id: f", in place of {p.replaces} ({p.cause})" for p in more}
         try:
             draft.attempt(partial(place_more, spec=spec, namespace=namespace, ids=ids, why=why))
         except DeployRefused as refusal:
             refused = _why(draft, spec, refusal)
             high = size - 1
         else:
-            fits = low = size
+            low = size
         size = (low + high + 1) // 2
-    return fits, refused
+    return low, refused

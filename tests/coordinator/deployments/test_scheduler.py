@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import msgspec
+
 from coordinator.deployments.service import DeploymentService
 from coordinator.quotas import Quota
 from coordinator.services.registry import NodeRegistry
@@ -78,5 +80,36 @@ def test_the_namespace_furthest_below_its_min_goes_next_then_the_oldest(tmp_path
         await service.schedule()  # then by age: "first" became pending before "third"
         assert sorted(r.deployment for r in service.containers()) == ["first", "second"]
         await service.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_deployments_pending_containers_take_what_room_there_is(tmp_path: Path) -> None:
+    """Four drained, room for two elsewhere: the drain's pass places two (found by
+    halving) and the other two wait, saying why."""
+
+    async def scenario() -> None:
+        store = await SqliteStore.open(tmp_path / "allot.db")
+        service = await load(store)
+        registry = service._context.registry
+        assert isinstance(registry, NodeRegistry)
+        for node in ("n0", "n1"):
+            await registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
+        await service.cordon("n1", True)
+        small = ResourcesSpec(cpu="0.4", memory="64Mi")
+        await service.deploy(
+            "team-a", msgspec.structs.replace(big("web"), count=4, resources=small)
+        )
+        await service.cordon("n1", False)
+        await service.cordon("n0", True)
+        whole = ResourcesSpec(cpu="1", memory="64Mi")
+        await service.deploy("team-a", msgspec.structs.replace(big("other"), resources=whole))
+        drained = await service.drain("n0")  # n1 has one core left: two of 0.4 fit there
+        assert (len(drained.placed), len(drained.waiting)) == (2, 2)
+        assert set(drained.placed.values()) == {"n1"}
+        assert len(service.pending_of("team-a", "web")) == 2
+        assert (await service.schedule()).placed == {}
+        await service.close()
+        await store.close()
 
     asyncio.run(scenario())
