@@ -30,17 +30,16 @@ RUNNING = "ALLOT_CGROUP2_RUN_DIR"
 MARKER = "cgroup_v2"
 BUDGET_SECONDS = 15 * 60
 _boot: list[Booting] = []  # the one boot of this run, once begun
-_clock: dict[str, float] = {}  # monotonic times: "start" of the run, "vm" tests begun
+# Monotonic times: "start" of the run (this file is read as collection begins: a
+# pytest_sessionstart here would never be called, since that hook fires before any
+# conftest below the root is read), and "vm" when the VM's tests began.
+_clock: dict[str, float] = {"start": time.monotonic()}
 
 
 def _wanted(items: list[pytest.Item]) -> bool:
     if os.environ.get(OPT_OUT) == "1" or os.environ.get(RUNNING):
         return False
     return any(i.get_closest_marker(MARKER) for i in items)
-
-
-def pytest_sessionstart() -> None:
-    _clock["start"] = time.monotonic()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
