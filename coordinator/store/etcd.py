@@ -79,6 +79,11 @@ class EtcdStore:
     def revision(self) -> int:
         return self._revision
 
+    @property
+    def settings(self) -> EtcdSettings:
+        """What it was opened with: another connection to the same etcd uses them."""
+        return self._link.settings
+
     async def get(self, key: str) -> Entry | None:
         check_key(key)
         request = rpc.RangeRequest(key=self._physical(key))
