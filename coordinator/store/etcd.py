@@ -111,19 +111,26 @@ class EtcdStore:
 
     async def commit(self, txn: Txn) -> TxnResult:
         check_txn(txn)
-        request = rpc.TxnRequest(
-            compare=[self._compare(c) for c in txn.compares],
-            success=[self._put(k, v, txn.lease) for k, v in txn.puts.items()]
-            + [self._delete(k) for k in txn.deletes],
-        )
+        # Building and serializing the request of a 1,000-container deployment took
+        # about 0.1 s of the event loop per commit (py-spy, on a loaded 2-core host); on
+        # a thread the loop gets the interpreter back every switch interval meanwhile.
+        request = await asyncio.to_thread(self._encoded_txn, txn)
         try:
             answer = await self._link.call(
-                lambda s, m: s.kv.Txn(request, metadata=m, timeout=self._t), retry=False
+                lambda s, m: s.encoded_txn(request, metadata=m, timeout=self._t), retry=False
             )
         except grpc.aio.AioRpcError as error:
             raise _refusal(error, txn) from error
         self._saw(answer.header.revision)
         return TxnResult(succeeded=answer.succeeded, revision=answer.header.revision)
+
+    def _encoded_txn(self, txn: Txn) -> bytes:
+        request = rpc.TxnRequest(
+            compare=[self._compare(c) for c in txn.compares],
+            success=[self._put(k, v, txn.lease) for k, v in txn.puts.items()]
+            + [self._delete(k) for k in txn.deletes],
+        )
+        return bytes(request.SerializeToString())
 
     async def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
         """Follows etcd's watch; when the stream breaks it goes on from the next revision

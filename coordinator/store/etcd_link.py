@@ -56,6 +56,7 @@ class Stubs:
     kv: Any
     lease: Any
     watch: Any
+    encoded_txn: Any  # KV.Txn taking a TxnRequest already serialized (bytes)
 
 
 class EtcdLink:
@@ -115,7 +116,11 @@ class EtcdLink:
             self._metadata[index] = await self._authenticate(channel)
         stubs = self._stubs.get(index)
         if stubs is None:
-            stubs = Stubs(rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel))
+            encoded_txn = channel.unary_unary(
+                "/etcdserverpb.KV/Txn", response_deserializer=rpc.TxnResponse.FromString
+            )
+            kv, lease, watch = rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel)
+            stubs = Stubs(kv, lease, watch, encoded_txn)
             self._stubs[index] = stubs
         return stubs, self._metadata[index]
 
