@@ -42,6 +42,7 @@ from coordinator.store import (
 from coordinator.store.etcd_link import EtcdLink, EtcdSettings, Metadata, Stubs
 
 PAGE_KEYS = 1000  # entries per range request: a page of containers stays a few MiB
+ENCODED_OFF_LOOP_OPS = 100  # a transaction this large is built on a worker thread
 _LIMITS = {
     "too many operations in txn request": (
         "more operations than this etcd's --max-txn-ops allows; start every member with"
@@ -114,7 +115,12 @@ class EtcdStore:
         # Building and serializing the request of a 1,000-container deployment took
         # about 0.1 s of the event loop per commit (py-spy, on a loaded 2-core host); on
         # a thread the loop gets the interpreter back every switch interval meanwhile.
-        request = await asyncio.to_thread(self._encoded_txn, txn)
+        # A small one (a lease, a heartbeat) is built here: a hop to a thread and back
+        # can cost it a switch interval (5 ms) of waiting for the interpreter.
+        if len(txn.puts) + len(txn.deletes) >= ENCODED_OFF_LOOP_OPS:
+            request = await asyncio.to_thread(self._encoded_txn, txn)
+        else:
+            request = self._encoded_txn(txn)
         try:
             answer = await self._link.call(
                 lambda s, m: s.encoded_txn(request, metadata=m, timeout=self._t), retry=False
