@@ -8,23 +8,23 @@ send agents and clients there:
     won = await election.campaign()          # returns once this coordinator leads
     why = await election.hold(won)           # returns why it no longer does
 
-The lease is renewed every ``ttl / 4``. Leadership ends, and ``hold`` returns, as soon as
-any of these is seen: the key is gone or is another coordinator's (the replica's watch
-says so), etcd says the lease is gone, or no renewal sent in the last ``ttl`` succeeded
-(a pause, a partition: etcd may have let the lease expire, so this coordinator must not
-assume it still leads). Whatever the leader was deciding then is refused by the fence
-(``coordinator.store.fenced``) in any case.
+The lease is renewed every ``ttl / 4`` by a thread of its own
+(``coordinator.lease_keeper``), whatever the event loop is busy with. Leadership ends, and
+``hold`` returns, as soon as any of these is seen: the key is gone or is another
+coordinator's (the replica's watch says so), etcd says the lease is gone, or no renewal
+sent in the last ``ttl`` succeeded (a pause, a partition: etcd may have let the lease
+expire, so this coordinator must not assume it still leads). Whatever the leader was
+deciding then is refused by the fence (``coordinator.store.fenced``) in any case.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from dataclasses import dataclass
 
+from coordinator.lease_keeper import LeaseKeeper
 from coordinator.store import (
-    ClusterStore,
     Compare,
     CompareCreated,
     Event,
@@ -32,6 +32,7 @@ from coordinator.store import (
     StoreError,
     Txn,
 )
+from coordinator.store.etcd import EtcdStore
 from coordinator.store.replica import Replica
 from shared.logs import get_logger
 
@@ -47,7 +48,7 @@ class Leadership:
 
 
 class Election:
-    def __init__(self, store: ClusterStore, replica: Replica, *, url: str, ttl: int) -> None:
+    def __init__(self, store: EtcdStore, replica: Replica, *, url: str, ttl: int) -> None:
         self._store = store
         self._replica = replica
         self._url = url
@@ -92,37 +93,23 @@ class Election:
             return None
 
     async def hold(self, leadership: Leadership) -> str:
-        """Renew the lease until leadership is lost; why it was lost.
-
-        A renewal counts from when it was sent, not answered: etcd restarted the lease's
-        clock no earlier than that. It may take until the lease would run out: on a
-        busy leader (a 1,000-container deployment on a loaded machine) the event loop
-        was seen to stall for up to a second at a time, and a renewal given only TTL/4
-        timed out on such stalls twice in a row and deposed a healthy leader."""
-        renewed = time.monotonic()
-        while True:
-            self._key_changed.clear()
-            entry = await self._replica.get(LEADER_KEY)
-            if entry is None or entry.create_revision != leadership.won_at:
-                return "the leader key is gone or another coordinator's"
-            sent = time.monotonic()
-            left = renewed + self._ttl - sent
-            if left <= 0:
-                return f"the lease was not renewed for {sent - renewed:.1f}s (TTL {self._ttl}s)"
-            try:
-                async with asyncio.timeout(left):
-                    await self._store.keep_alive(leadership.lease)
-                renewed = sent
-            except LeaseNotFound:
-                return "etcd says the lease expired"
-            except (StoreError, TimeoutError) as error:
-                why = str(error) or f"no answer within {left:.1f}s"
-                log.warning("leader lease not renewed; trying again", reason=why)
-                await asyncio.sleep(min(0.1, left))  # a refusal may come at once
-                continue
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._ttl / 4):
-                    await self._key_changed.wait()
+        """Renew the lease until leadership is lost; why it was lost. The renewals run on
+        a thread of their own (``LeaseKeeper``), so a busy event loop here cannot let the
+        lease run out; this loop only watches the key."""
+        keeper = LeaseKeeper(self._store.settings, leadership.lease, ttl=self._ttl)
+        renewing = asyncio.create_task(keeper.lost())
+        try:
+            while not renewing.done():
+                self._key_changed.clear()
+                entry = await self._replica.get(LEADER_KEY)
+                if entry is None or entry.create_revision != leadership.won_at:
+                    return "the leader key is gone or another coordinator's"
+                changed = asyncio.create_task(self._key_changed.wait())
+                await asyncio.wait({renewing, changed}, return_when=asyncio.FIRST_COMPLETED)
+                changed.cancel()
+            return renewing.result()
+        finally:
+            renewing.cancel()
 
     async def resign(self, leadership: Leadership) -> None:
         """Give the key up now (a clean stop), so a standby need not wait for the TTL."""

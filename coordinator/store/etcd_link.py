@@ -56,6 +56,7 @@ class Stubs:
     kv: Any
     lease: Any
     watch: Any
+    encoded_txn: Any  # KV.Txn taking a TxnRequest already serialized (bytes)
 
 
 class EtcdLink:
@@ -65,6 +66,9 @@ class EtcdLink:
         self._tls = _tls(settings) if _wants_tls(settings) else None
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._metadata: dict[int, Metadata] = {}
+        # Built once per channel: a stub makes a callable per method of its service,
+        # which took a tenth of the loop's time in a 1,000-container deployment.
+        self._stubs: dict[int, Stubs] = {}
         self._current = 0
 
     async def call(self, request: Callable[[Stubs, Metadata], Awaitable[R]], *, retry: bool) -> R:
@@ -110,7 +114,14 @@ class EtcdLink:
         await self._ready(channel, patient=patient)
         if index not in self._metadata:
             self._metadata[index] = await self._authenticate(channel)
-        stubs = Stubs(rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel))
+        stubs = self._stubs.get(index)
+        if stubs is None:
+            encoded_txn = channel.unary_unary(
+                "/etcdserverpb.KV/Txn", response_deserializer=rpc.TxnResponse.FromString
+            )
+            kv, lease, watch = rpc.KVStub(channel), rpc.LeaseStub(channel), rpc.WatchStub(channel)
+            stubs = Stubs(kv, lease, watch, encoded_txn)
+            self._stubs[index] = stubs
         return stubs, self._metadata[index]
 
     async def _ready(self, channel: grpc.aio.Channel, *, patient: bool) -> None:
@@ -152,6 +163,7 @@ class EtcdLink:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
+        self._stubs.clear()
 
 
 class _Unreachable(Exception):
