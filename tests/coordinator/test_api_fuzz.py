@@ -239,9 +239,12 @@ async def matches_the_store(coordinator: Coordinator) -> None:
     assert shown == live
     _, nodes = await call(coordinator, "GET", "/v1/nodes")
     stored_nodes = await coordinator.stored("/nodes/")
-    assert {node["name"]: node for node in nodes["nodes"]} == {
-        value["name"]: value for value in stored_nodes.values()
+    cordoned = {key.removeprefix("/cordoned/") for key in await coordinator.stored("/cordoned/")}
+    shown_nodes = {node["name"]: dict(node) for node in nodes["nodes"]}
+    assert {name: node.pop("cordoned") for name, node in shown_nodes.items()} == {
+        name: name in cordoned for name in shown_nodes
     }
+    assert shown_nodes == {value["name"]: value for value in stored_nodes.values()}
     for namespace in {record["namespace"] for record in shown.values()}:
         _, listed = await call(coordinator, "GET", f"/v1/namespaces/{namespace}/deployments")
         in_memory = {

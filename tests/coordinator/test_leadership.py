@@ -169,7 +169,10 @@ async def test_a_leader_that_stops_holding_stops_renewing(prefix_stores: list[Et
         election = Election(store, replica, url="http://c0:7600", ttl=ttl)
         won = await election.campaign()
         holding = asyncio.create_task(election.hold(won))
-        await asyncio.sleep(0.2)
+        for _ in range(100):  # the keeper's thread starts once ``hold`` runs
+            if _keepers():
+                break
+            await asyncio.sleep(0.05)
         assert _keepers() == 1
         holding.cancel()
         for _ in range(10 * (ttl + 2)):  # the lease runs out within its TTL
