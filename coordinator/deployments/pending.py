@@ -27,7 +27,7 @@ from coordinator.deployments.draft import Draft
 from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.placing import counted, normalized, place_more
 from coordinator.deployments.records import PendingRecord
-from coordinator.deployments.translate import new_id, note_for, pending_note
+from coordinator.deployments.translate import new_id, note_for
 from coordinator.deployments.why import why_not
 from coordinator.quotas import used
 from coordinator.quotas.validation import parse_quota
@@ -65,7 +65,7 @@ def replace_with_stand_ins(
     for old, pending in stand_ins.items():
         if pending.id in done.waiting:
             why = f"in place of {old} ({pending.cause}): {done.waiting[pending.id]}"
-            draft.note(pending_note("pending", why, pending))
+            draft.note(note_for("pending", why, pending))
     return done
 
 

@@ -34,7 +34,6 @@ from coordinator.deployments.translate import (
     container_of,
     new_id,
     note_for,
-    pending_note,
     quota_candidate,
     quota_container,
     unit_need,
@@ -105,7 +104,7 @@ def scale(draft: Draft, namespace: str, name: str, count: int) -> DeployOutcome:
     # Fewer: the pending ones go first, the newest of them first; then the newest placed.
     for stand_in in pending[max(0, count - len(mine)) :]:
         draft.drop_pending(stand_in.id)
-        draft.note(pending_note("deleted", f"scaled down to {count}", stand_in))
+        draft.note(note_for("deleted", f"scaled down to {count}", stand_in))
     for record in reversed(mine[count:]):
         draft.release(record)
         draft.note(note_for("deleted", f"scaled down to {count}", record))

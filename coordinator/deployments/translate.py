@@ -29,24 +29,15 @@ def subtree(pools: dict[str, Any], root: str) -> set[str]:
     return members
 
 
-def note_for(kind: str, reason: str, record: ContainerRecord) -> Note:
+def note_for(kind: str, reason: str, record: ContainerRecord | PendingRecord) -> Note:
+    """An event of ``record``; a pending container has no node."""
     return Note(
         kind,
         reason,
         namespace=record.namespace,
         deployment=record.deployment,
         container=record.id,
-        node=record.node,
-    )
-
-
-def pending_note(kind: str, reason: str, record: PendingRecord) -> Note:
-    return Note(
-        kind,
-        reason,
-        namespace=record.namespace,
-        deployment=record.deployment,
-        container=record.id,
+        node=record.node if isinstance(record, ContainerRecord) else "",
     )
 
 
