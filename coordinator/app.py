@@ -15,6 +15,7 @@ from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
+from coordinator.deployments.books import Books
 from coordinator.deployments.service import DeploymentService
 from coordinator.http.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.http.cluster import add_routes
@@ -51,9 +52,12 @@ log = get_logger("allot.coordinator")
 MAX_REQUEST_BYTES = 1024 * 1024
 
 
-def make_app(config: CoordinatorConfig, store: Store | None = None) -> web.Application:
+def make_app(
+    config: CoordinatorConfig, store: Store | None = None, books: Books | None = None
+) -> web.Application:
     """The application; on ``store`` if given (the elected leader's fenced store, which
-    outlives the application), else on the store the settings choose."""
+    outlives the application), else on the store the settings choose; with the
+    deployments' ``books`` if given (a standby's, kept current), else read from the store."""
     app = web.Application(
         middlewares=[json_errors, api_tokens_middleware(config)],
         client_max_size=MAX_REQUEST_BYTES,
@@ -65,7 +69,7 @@ def make_app(config: CoordinatorConfig, store: Store | None = None) -> web.Appli
     app.cleanup_ctx.append(_leases)
     app.cleanup_ctx.append(_quotas)
     app.cleanup_ctx.append(_pools)
-    app.cleanup_ctx.append(_deployments)
+    app.cleanup_ctx.append(_deployments(books))
     app.cleanup_ctx.append(_agent_hub)
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
@@ -136,23 +140,47 @@ async def _pools(app: web.Application) -> AsyncIterator[None]:
     await service.save_state()  # a restart then credits the time since this update
 
 
-async def _deployments(app: web.Application) -> AsyncIterator[None]:
-    config = app[CONFIG]
-    service = await DeploymentService.load(
-        app[STORE], app[REGISTRY], app[QUOTAS], app[POOLS], share_base=config.share_base
-    )
-    app[DEPLOYMENTS] = service
-    await service.relabel()
-    releaser = asyncio.create_task(_release_lost(service, config.lost_node_grace_seconds))
-    # Started here, not with the pools: an update reads the deployments' demands (it
-    # failed with a KeyError until they were loaded, on a large store for seconds).
-    updater = asyncio.create_task(_update_pools(app))
-    scheduler = asyncio.create_task(service.schedule_pending(every=config.scheduler_seconds))
-    yield
-    await _stop(scheduler)
-    await _stop(updater)
-    await _stop(releaser)
-    await service.close()
+def _deployments(books: Books | None) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def deployments(app: web.Application) -> AsyncIterator[None]:
+        config = app[CONFIG]
+        service = await DeploymentService.load(
+            app[STORE],
+            app[REGISTRY],
+            app[QUOTAS],
+            app[POOLS],
+            share_base=config.share_base,
+            books=books,
+        )
+        app[DEPLOYMENTS] = service
+        # Labels as this version sets them, in case an older one wrote the store: before
+        # serving on a cold start; after it on a takeover, which is to cost O(1), while
+        # the first requests wait their turn behind it in the sequencer.
+        relabelling = None
+        if books is None:
+            await service.relabel()
+        else:
+            relabelling = asyncio.create_task(_relabel_after_takeover(service))
+        releaser = asyncio.create_task(_release_lost(service, config.lost_node_grace_seconds))
+        # Started here, not with the pools: an update reads the deployments' demands (it
+        # failed with a KeyError until they were loaded, on a large store for seconds).
+        updater = asyncio.create_task(_update_pools(app))
+        scheduler = asyncio.create_task(service.schedule_pending(every=config.scheduler_seconds))
+        yield
+        await _stop(scheduler)
+        await _stop(updater)
+        await _stop(releaser)
+        if relabelling is not None:
+            await relabelling
+        await service.close()
+
+    return deployments
+
+
+async def _relabel_after_takeover(service: DeploymentService) -> None:
+    try:
+        await service.relabel()
+    except Exception:  # a deposed leader's, say; the next leader relabels again
+        log.exception("relabelling the containers after the takeover failed")
 
 
 async def _release_lost(service: DeploymentService, grace: float) -> None:

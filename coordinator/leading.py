@@ -33,6 +33,7 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig
+from coordinator.deployments.stored_books import WarmBooks
 from coordinator.election import LEADER_KEY, Election, Leadership
 from coordinator.standby import make_standby_app
 from coordinator.store.etcd import EtcdStore
@@ -58,17 +59,19 @@ async def serve_on_etcd(
         # One attempt before serving anything: a coordinator alone (or the first up)
         # leads at once, and nobody is told "no leader yet" meanwhile.
         won = await election.try_to_lead()
+        warm: WarmBooks | None = None
         while not stopping.done():
             if won is None:
                 standby = make_standby_app(config.join_token, election.leader_url)
                 async with _serving(standby, listener, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_url() or "none yet")
                     notify("READY=1", "STATUS=standby")
+                    warm = _warm_books(replica)
                     won = await _unless_stopping(election.campaign(), stopping)
                 if won is None:
                     return
-            await _lead(config, listener, url, replica, election, won, stopping)
-            won = None
+            await _lead(config, listener, url, replica, election, won, warm, stopping)
+            won = warm = None
     finally:
         await replica.close()
 
@@ -80,6 +83,7 @@ async def _lead(
     replica: Replica,
     election: Election,
     won: Leadership,
+    warm: WarmBooks | None,
     stopping: asyncio.Future[None],
 ) -> None:
     started = time.monotonic()
@@ -92,11 +96,14 @@ async def _lead(
         fenced = FencedStore(
             replica, LEADER_KEY, won.won_at, witness=replica.store, on_deposed=deposed.set
         )
-        async with _serving(make_app(config, store=fenced), listener, shutdown_s=5.0):
+        books = None if warm is None else warm.take()
+        app = make_app(config, store=fenced, books=books)
+        async with _serving(app, listener, shutdown_s=5.0):
             log.warning(
                 "leading",
                 url=url,
                 revision=replica.revision,
+                books="kept by this standby" if warm else "read from the store",
                 took_s=round(time.monotonic() - started, 3),
             )
             notify("READY=1", "STATUS=leader")
@@ -110,6 +117,15 @@ async def _lead(
         losing.cancel()
         if stopping.done():
             await election.resign(won)
+
+
+def _warm_books(replica: Replica) -> WarmBooks:
+    """The deployments' books, built from the replica once (O(the store), the event loop
+    held meanwhile) and then kept current, so that a takeover need not build them."""
+    started = time.monotonic()
+    warm = WarmBooks(replica)
+    log.info("deployments kept current for a takeover", took_s=round(time.monotonic() - started, 3))
+    return warm
 
 
 async def _lost(election: Election, won: Leadership, deposed: asyncio.Event) -> str:

@@ -26,8 +26,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Self
 
-import msgspec
-
 from coordinator.deployments import (
     lifecycle,
     node_admin,
@@ -41,17 +39,14 @@ from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.labels import relabel, relabel_everything
-from coordinator.deployments.node_records import ALLOCATION_PREFIX, StoredNode, loaded
 from coordinator.deployments.outcome import DeployOutcome
 from coordinator.deployments.pending import Pass
 from coordinator.deployments.pending import schedule as place_pending
 from coordinator.deployments.records import (
-    CONTAINER_PREFIX,
-    DEPLOYMENT_PREFIX,
-    PENDING_PREFIX,
     PendingRecord,
 )
-from coordinator.deployments.sequencer import CORDON_PREFIX, PREEMPTIONS_KEY, Sequencer
+from coordinator.deployments.sequencer import Sequencer
+from coordinator.deployments.stored_books import read_books
 from coordinator.deployments.translate import (
     desired_container,
     pending_container,
@@ -61,7 +56,7 @@ from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
 from coordinator.placement import Delta, Node, NodeState
 from coordinator.quotas import Container as QuotaContainer
-from coordinator.quotas import PreemptionRecord, Quota
+from coordinator.quotas import Quota
 from coordinator.services.events import EventLog, Note
 from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
@@ -69,21 +64,11 @@ from coordinator.services.registry import NodeRegistry
 from coordinator.store import Store
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
-from shared.codec import json_decoder
 from shared.inventory import Inventory
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, DesiredContainer, Status
-from shared.unconstrained import StoredDecoder
 
 log = get_logger("allot.coordinator.deployments")
-
-_decode_node: msgspec.json.Decoder[StoredNode] = json_decoder(StoredNode)
-_decode_container: msgspec.json.Decoder[ContainerRecord] = json_decoder(ContainerRecord)
-_decode_pending: msgspec.json.Decoder[PendingRecord] = json_decoder(PendingRecord)
-_stored_deployment = StoredDecoder(DeploymentRecord)
-_decode_preemptions: msgspec.json.Decoder[list[PreemptionRecord]] = json_decoder(
-    list[PreemptionRecord]
-)
 
 
 def _key(pending: PendingRecord) -> tuple[str, str]:
@@ -124,36 +109,13 @@ class DeploymentService:
         pools: PoolService,
         *,
         share_base: int,
+        books: Books | None = None,
     ) -> Self:
-        """The service over what ``store`` holds. O(what it holds)."""
+        """The service over what ``store`` holds: O(what it holds), or O(the events kept)
+        given ``books`` a standby kept current (``stored_books.WarmBooks``)."""
         events = await EventLog.load(store, clock=time.time)
-        # The revisions are the store's, set once the loaded state is applied (which
-        # would stamp them 0): each allocation key's, and each node's desired state's.
-        books, loaded_change = Books(), Decision()
-        allocations: dict[str, int] = {}
-        revisions: dict[str, int] = {}
-        for entry in await store.range(ALLOCATION_PREFIX):
-            state = loaded(_decode_node.decode(entry.value))
-            loaded_change.nodes[state.name] = state
-            allocations[state.name] = revisions[state.name] = entry.mod_revision
-        for entry in await store.range(CONTAINER_PREFIX):
-            record = _decode_container.decode(entry.value)
-            loaded_change.containers[record.id] = record
-            revisions[record.node] = max(revisions.get(record.node, 0), entry.mod_revision)
-        for entry in await store.range(PENDING_PREFIX):
-            loaded_change.put_pending(_decode_pending.decode(entry.value))
-        for entry in await store.range(CORDON_PREFIX):
-            loaded_change.cordons[entry.key.removeprefix(CORDON_PREFIX)] = True
-        for entry in await store.range(DEPLOYMENT_PREFIX):
-            deployment, broken = _stored_deployment.decode(entry.value)
-            if broken is not None:  # stored before a rule it breaks; kept all the same
-                log.warning("stored deployment breaks today's rules", key=entry.key, why=broken)
-            loaded_change.deployments[(deployment.namespace, deployment.spec.name)] = deployment
-        books.apply(loaded_change, 0)
-        books.allocation_revision, books.node_revision = allocations, revisions
-        preemptions = await store.get(PREEMPTIONS_KEY)
-        if preemptions is not None:
-            books.keep_preemptions(_decode_preemptions.decode(preemptions.value))
+        if books is None:
+            books = await read_books(store)
         log.info(
             "deployments loaded",
             deployments=len(books.deployments),

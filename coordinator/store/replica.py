@@ -67,8 +67,12 @@ class Replica:
         return self._store
 
     def listen(self, listener: Listener) -> None:
-        """Call ``listener`` with the events of each transaction the watch brings."""
+        """Call ``listener`` with the events of each transaction the watch brings, in
+        revision order, each batch before ``caught_up`` of its revision returns."""
         self._listeners.append(listener)
+
+    def unlisten(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
 
     async def caught_up(self, revision: int) -> None:
         """Return once every change up to ``revision`` is in memory."""
@@ -76,9 +80,18 @@ class Replica:
             await self._advanced.wait_for(lambda: self._revision >= revision)
 
     async def get(self, key: str) -> Entry | None:
+        return self.entry(key)
+
+    def entry(self, key: str) -> Entry | None:
+        """``get`` without a suspension (see ``scan``)."""
         return self._entries.get(key)
 
     async def range(self, prefix: str) -> list[Entry]:
+        return self.scan(prefix)
+
+    def scan(self, prefix: str) -> list[Entry]:
+        """``range`` without a suspension: what it returns and the revision read next to
+        it are of the same moment, since no watch event can come in between."""
         check_prefix(prefix)
         start = bisect.bisect_left(self._keys, prefix.encode(), key=str.encode)
         found = []
@@ -121,8 +134,8 @@ class Replica:
         events = [Event(key, b"", snapshot.revision, deleted=True) for key in gone]
         events += [Event(e.key, e.value, e.mod_revision) for e in snapshot.entries]
         self._apply(events)
-        await self._advance(snapshot.revision)
         self._tell(events)
+        await self._advance(snapshot.revision)
         return snapshot.revision + 1
 
     async def _follow_watch(self, start: int) -> None:
@@ -130,8 +143,8 @@ class Replica:
             revision = events[0].mod_revision
             self._apply(events)
             self._deleted_at = {k: r for k, r in self._deleted_at.items() if r > revision}
-            await self._advance(revision)
             self._tell(events)
+            await self._advance(revision)
 
     def _tell(self, events: list[Event]) -> None:
         for listener in self._listeners:

@@ -1,11 +1,12 @@
 """The books after random sequences of decisions, nodes lost and back, quota writes and
-scheduler passes (issues 16 and 17). After every step: each index equals one rebuilt
+scheduler passes (issues 16, 17 and 18). After every step: each index equals one rebuilt
 from scratch (containers by node, deployment, namespace and pool; each pool's requests;
 pending containers by deployment); every deployment counts, placed and pending, the
 containers it was last scaled to; no core piece is both bound and shared, and no node's
 unbound CPU requests exceed its shared pool x ``cpu_overcommit``; after a scheduler pass
-no pending container fits. At the end the books equal what a fresh load of the store
-gives."""
+no pending container fits; the books a standby keeps from the store's watch
+(``WarmBooks``) equal the deciding service's, revisions included. At the end the books
+equal what a fresh load of the store gives."""
 
 from __future__ import annotations
 
@@ -21,13 +22,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.config import PoolSettings, QuotaSettings
+from coordinator.deployments.books import Books
+from coordinator.deployments.node_records import stored
 from coordinator.deployments.service import DeploymentService
+from coordinator.deployments.stored_books import WarmBooks
 from coordinator.errors import ApiError
 from coordinator.placement import Delta
 from coordinator.quotas import Quota, QuotaError
 from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
+from coordinator.store.replica import Replica
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from shared.protocol import ContainerStatus, Status
@@ -158,9 +163,11 @@ async def run(op: Op, service: DeploymentService, clock: list[float]) -> None:
 
 async def scenario(ops: list[Op], directory: Path) -> None:
     store = await SqliteStore.open(directory / "allot.db")
+    replica = await Replica.follow(store)  # a standby's view, on the same store
     clock = [0.0]
     try:
         service = await load(store, clock)
+        warm = WarmBooks(replica)
         registry = service._context.registry
         assert isinstance(registry, NodeRegistry)
         for node in NODES:
@@ -176,17 +183,25 @@ async def scenario(ops: list[Op], directory: Path) -> None:
                 key = (deployment.namespace, deployment.spec.name)
                 held = len(service.of_deployment(*key)) + len(service.pending_of(*key))
                 assert held == deployment.spec.count, f"{key} counts {held}"
+            await replica.caught_up(store.revision)
+            assert _plain_books(warm._books) == _plain_books(service._books)
+        taken = warm.take()
+        taken.check_indexes()
         again = await load(store)
         again.check_indexes()
         assert _plain(again) == _plain(service)
         await again.close()
         await service.close()
     finally:
-        await store.close()
+        await replica.close()  # and the store it follows
 
 
 def _plain(service: DeploymentService) -> object:
-    books = service._books
+    desired = {node: service.desired(node) for node in NODES}
+    return (_plain_books(service._books), msgspec.to_builtins(desired))
+
+
+def _plain_books(books: Books) -> object:
     return msgspec.to_builtins(
         {
             "containers": books.containers,
@@ -194,8 +209,10 @@ def _plain(service: DeploymentService) -> object:
             "pending": books.pending,
             "deployments": {f"{ns}/{name}": d for (ns, name), d in books.deployments.items()},
             "cordoned": sorted(books.cordoned),
-            "allocations": {name: sorted(state.allocations) for name, state in books.nodes.items()},
-            "desired": {node: service.desired(node) for node in NODES},
+            "nodes": {name: stored(state) for name, state in books.nodes.items()},
+            "preemptions": books.preemptions,
+            "allocation_revision": books.allocation_revision,
+            "node_revision": books.node_revision,
         }
     )
 
