@@ -72,6 +72,18 @@ class EtcdCluster:
         process.wait()
         self.members[index].process = None
 
+    def pause(self, index: int) -> None:
+        """SIGSTOP one member: its connections stay open and nothing on them is answered,
+        as with a host that hangs or a network that drops packets."""
+        process = self.members[index].process
+        assert process is not None
+        process.send_signal(signal.SIGSTOP)
+
+    def resume(self, index: int) -> None:
+        process = self.members[index].process
+        assert process is not None
+        process.send_signal(signal.SIGCONT)
+
     def restart(self, index: int) -> None:
         """Start a killed member again on its data; it rejoins the cluster."""
         member = self.members[index]

@@ -4,12 +4,15 @@
 
 The process follows the whole store in memory (``Replica``) from the start and campaigns
 for the leader key (``Election``). Meanwhile it serves the standby application
-(``coordinator.standby``). Once elected it waits for its copy to hold every change up to
-its win (each one the previous leader committed came before it: the fence saw to that),
-then builds the full application on that copy behind the fence: the services load from
-memory, not from etcd. Node leases start afresh as on any start, so no node is lost for
-the takeover; capacity leases, pools, quotas and containers are the store's. Agents
-reconnect and each gets its full desired state in its welcome.
+(``coordinator.standby``) and keeps the deployments' books current from the watch
+(``WarmBooks``), the one part of the state that grows with the containers. Once elected
+it waits for its copy to hold every change up to its win (each one the previous leader
+committed came before it: the fence saw to that), then builds the full application on
+that copy behind the fence: the deployments on the books it kept, the other services
+(nodes, leases, quotas, pools) loaded from memory, not from etcd. Node leases start
+afresh as on any start, so no node is lost for the takeover; capacity leases, pools,
+quotas and containers are the store's. Agents reconnect and each gets its full desired
+state in its welcome.
 
 When leadership ends (the lease is not renewed for a TTL, the key is gone or another's,
 a commit refused by the fence) the leader application is stopped at once: its
@@ -62,11 +65,11 @@ async def serve_on_etcd(
         warm: WarmBooks | None = None
         while not stopping.done():
             if won is None:
+                warm = _warm_books(replica)  # before serving: the loop is held meanwhile
                 standby = make_standby_app(config.join_token, election.leader_url)
                 async with _serving(standby, listener, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_url() or "none yet")
                     notify("READY=1", "STATUS=standby")
-                    warm = _warm_books(replica)
                     won = await _unless_stopping(election.campaign(), stopping)
                 if won is None:
                     return
@@ -88,13 +91,13 @@ async def _lead(
 ) -> None:
     started = time.monotonic()
     log.warning("elected leader; taking over", key_revision=won.won_at)
-    deposed = asyncio.Event()
+    deposed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     # Renewed from the start: loading a large store must not let the lease run out.
     losing = asyncio.create_task(_lost(election, won, deposed))
     try:
         await replica.caught_up(won.won_at)
         fenced = FencedStore(
-            replica, LEADER_KEY, won.won_at, witness=replica.store, on_deposed=deposed.set
+            replica, LEADER_KEY, won.won_at, witness=replica.store, on_deposed=deposed.set_result
         )
         books = None if warm is None else warm.take()
         app = make_app(config, store=fenced, books=books)
@@ -113,9 +116,13 @@ async def _lead(
                 notify("STOPPING=1")
             else:
                 log.warning("no longer the leader; standing by", reason=why)
+                # At once, not once the application has stopped: a standby need not wait
+                # for the TTL, and a commit of unknown outcome that is still in flight is
+                # refused by the fence.
+                await election.resign(won)
     finally:
         losing.cancel()
-        if stopping.done():
+        if stopping.done():  # after the application saved what it saves on stopping
             await election.resign(won)
 
 
@@ -128,18 +135,14 @@ def _warm_books(replica: Replica) -> WarmBooks:
     return warm
 
 
-async def _lost(election: Election, won: Leadership, deposed: asyncio.Event) -> str:
-    """Why leadership ended: the election's reason, or a commit the fence refused."""
+async def _lost(election: Election, won: Leadership, deposed: asyncio.Future[str]) -> str:
+    """Why leadership ended: the election's reason, or the fenced store's."""
     holding = asyncio.create_task(election.hold(won))
-    refused = asyncio.create_task(deposed.wait())
     try:
-        done, _ = await asyncio.wait({holding, refused}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({holding, deposed}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         holding.cancel()
-        refused.cancel()
-    if holding in done:
-        return holding.result()
-    return "a commit was refused by the fence: another coordinator holds the leader key"
+    return holding.result() if holding in done else deposed.result()
 
 
 async def _unless_stopping(work: Awaitable[T], stopping: asyncio.Future[None]) -> T | None:

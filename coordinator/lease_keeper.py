@@ -9,7 +9,7 @@ connection to etcd, on which nothing else runs:
     why = await LeaseKeeper(settings, lease, ttl=5).lost()   # e.g. "etcd says the lease expired"
 
 ``lost`` returns (on the caller's loop) once no renewal sent in the last ``ttl`` succeeded
-or etcd says the lease is gone; cancelling it stops the thread. A renewal counts from
+or etcd says the lease is gone; cancelling it stops the renewals. A renewal counts from
 when it was sent, not answered: etcd restarted the lease's clock no earlier than that.
 
 The lease is liveness, not safety: a process that is paused (SIGSTOP) or cut off stops
@@ -21,7 +21,6 @@ late its own loop hears of the loss.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -48,15 +47,11 @@ class LeaseKeeper:
         def report(why: str) -> None:
             caller.call_soon_threadsafe(_settle, answer, why)
 
-        own = asyncio.new_event_loop()
-        renewing = own.create_task(self._renew(report))
-        name = f"lease-keeper-{self._lease:x}"
-        threading.Thread(target=_run, args=(own, renewing), name=name, daemon=True).start()
+        renewing = asyncio.run_coroutine_threadsafe(self._renew(report), _keepers_loop())
         try:
             return await answer
         finally:
-            with contextlib.suppress(RuntimeError):  # the thread has ended: nothing to stop
-                own.call_soon_threadsafe(renewing.cancel)
+            renewing.cancel()
 
     async def _renew(self, report: Callable[[str], None]) -> None:
         """On the keeper's own loop: renew until the lease is lost, then ``report`` why."""
@@ -90,12 +85,21 @@ class LeaseKeeper:
             await store.close()
 
 
-def _run(loop: asyncio.AbstractEventLoop, renewing: asyncio.Task[None]) -> None:
-    try:
-        with contextlib.suppress(asyncio.CancelledError):
-            loop.run_until_complete(renewing)
-    finally:
-        loop.close()
+def _keepers_loop() -> asyncio.AbstractEventLoop:
+    """The one event loop (and thread) every renewal runs on, started with the first and
+    kept for the life of the process. A loop per leadership, closed when it ended, made
+    gRPC print tracebacks: it binds its poller to every loop that used it, and called
+    into the closed one when an RPC cancelled with it completed."""
+    global _loop
+    with _starting:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="lease-keeper", daemon=True).start()
+        return _loop
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+_starting = threading.Lock()
 
 
 def _settle(answer: asyncio.Future[str], why: str) -> None:

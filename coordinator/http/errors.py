@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from aiohttp import web
 
 from coordinator.errors import ApiError
-from coordinator.store import StoreError
+from coordinator.store import OutcomeUnknown, StoreError
 from shared.codec import to_json
 from shared.logs import get_logger
 
@@ -46,6 +46,15 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return await handler(request)
     except ApiError as error:
         return error_response(STATUS[error.kind], error.code, error.message, error.details)
+    except OutcomeUnknown as error:
+        log.error("store outcome unknown", method=request.method, path=request.path, reason=error)
+        return error_response(
+            503,
+            "outcome_unknown",
+            "the state store failed while this change was being committed: it may or may not"
+            " have been made. This coordinator stands down, so whichever leads next holds the"
+            " store's answer; read the object back, or send the request again",
+        )
     except StoreError as error:
         log.error("store unavailable", method=request.method, path=request.path, reason=error)
         return error_response(503, "store_unavailable", "the state store failed; nothing changed")

@@ -617,6 +617,14 @@ ERRORS: dict[int, dict[str, Any]] = {
 
 # More examples of a status's errors, by what they show.
 MORE_ERRORS: dict[int, dict[str, dict[str, Any]]] = {
+    503: {
+        "outcome unknown": _error(
+            "outcome_unknown",
+            "the state store failed while this change was being committed: it may or may not"
+            " have been made. This coordinator stands down, so whichever leads next holds the"
+            " store's answer; read the object back, or send the request again",
+        )
+    },
     409: {
         "unusable node": _error(
             "unusable_node",
@@ -625,7 +633,7 @@ MORE_ERRORS: dict[int, dict[str, dict[str, Any]]] = {
             node="node-old",
             reason=SKIPPED_NODES["node-old"],
         )
-    }
+    },
 }
 
 METRICS = """\

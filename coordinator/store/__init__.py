@@ -102,6 +102,11 @@ class StoreError(Exception):
     """The store cannot be opened or written; the message says what to do."""
 
 
+class OutcomeUnknown(StoreError):
+    """A commit sent to the store that it may or may not have applied (a connection lost
+    or a deadline passed while it was in flight): the caller's memory may lag the store."""
+
+
 class WatchCompacted(StoreError):
     """The changes asked for are no longer kept: read a snapshot and watch from there."""
 

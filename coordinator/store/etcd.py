@@ -28,6 +28,7 @@ from coordinator.store import (
     Entry,
     Event,
     LeaseNotFound,
+    OutcomeUnknown,
     Snapshot,
     StoreError,
     Txn,
@@ -315,7 +316,7 @@ _REFUSED = {
 def _refusal(error: grpc.aio.AioRpcError, txn: Txn) -> StoreError:
     details = error.details() or ""
     if error.code() not in _REFUSED:
-        return StoreError(
+        return OutcomeUnknown(
             f"etcd did not answer a transaction ({error.code().name}: {details}); it may or"
             " may not have been applied"
         )

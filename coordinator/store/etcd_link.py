@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import grpc
 from aetcd import rpc
 
-from coordinator.store import StoreError
+from coordinator.store import OutcomeUnknown, StoreError
 
 R = TypeVar("R")
 Metadata = tuple[tuple[str, str], ...]
@@ -87,7 +87,7 @@ class EtcdLink:
                 problems.append(f"{self._targets[index]}: {error.details()}")
                 if not (retry or _refused_before_taken(error)):
                     self._move_on(index)
-                    raise StoreError(
+                    raise OutcomeUnknown(
                         f"etcd at {self._targets[index]} failed during a commit, which may or"
                         f" may not have been applied: {error.details()}"
                     ) from error

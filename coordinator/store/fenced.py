@@ -6,9 +6,17 @@ Every transaction is sent with one more compare: the leader key still has the cr
 revision it had when this coordinator won it. Once the key expired or another
 coordinator holds it, etcd refuses every commit of this one, whatever the services
 decided meanwhile; a paused or cut-off leader can never write. A refused commit whose
-fence no longer holds is reported (``on_deposed``, once) and raised as ``Deposed``, so
-the request that made it is answered with an error and changes nothing. The key is read
-for that from ``witness``, the store itself, not from a copy that may lag behind it.
+fence no longer holds is reported (``on_deposed``, once, with the reason) and raised as
+``Deposed``, so the request that made it is answered with an error and changes nothing.
+The key is read for that from ``witness``, the store itself, not from a copy that may lag
+behind it.
+
+A commit whose outcome is unknown (``OutcomeUnknown``: etcd's connection or deadline
+failed while it was in flight) ends the leadership too. The services applied nothing
+of it, yet the store may hold it, and their next commits would compare revisions it
+changed. So nothing more is committed here, and the leader gives its key up: a commit
+still in flight is then refused by the fence, and whoever leads next starts from the
+store, holding that commit or not.
 """
 
 from __future__ import annotations
@@ -16,17 +24,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from coordinator.store import CompareCreated, Entry, Store, StoreError, Txn, TxnResult
+from coordinator.store import (
+    CompareCreated,
+    Entry,
+    OutcomeUnknown,
+    Store,
+    StoreError,
+    Txn,
+    TxnResult,
+)
+
+REFUSED_BY_THE_FENCE = "a commit was refused by the fence: another coordinator holds the leader key"
+OUTCOME_UNKNOWN = (
+    "a commit's outcome is unknown (etcd failed while it was in flight), so this"
+    " coordinator's state may lag the store's"
+)
 
 
 class Deposed(StoreError):
-    """This coordinator no longer holds the leader key: it may not commit."""
+    """This coordinator no longer leads: it may not commit."""
 
-    def __init__(self, key: str, won_at: int) -> None:
-        super().__init__(
-            f"the leader key {key} is no longer the one this coordinator created at revision"
-            f" {won_at}; another coordinator leads and nothing was committed"
-        )
+    def __init__(self, why: str) -> None:
+        super().__init__(f"this coordinator no longer leads ({why}); nothing was committed")
 
 
 class FencedStore:
@@ -37,13 +56,13 @@ class FencedStore:
         won_at: int,
         *,
         witness: Store,
-        on_deposed: Callable[[], None],
+        on_deposed: Callable[[str], None],
     ) -> None:
         self._store = store
         self._witness = witness
         self._fence = CompareCreated(key, won_at)
         self._on_deposed = on_deposed
-        self._deposed = False
+        self._deposed: str | None = None  # why, once deposed
 
     @property
     def revision(self) -> int:
@@ -56,17 +75,25 @@ class FencedStore:
         return await self._store.range(prefix)
 
     async def commit(self, txn: Txn) -> TxnResult:
-        if self._deposed:
-            raise Deposed(self._fence.key, self._fence.create_revision)
-        result = await self._store.commit(replace(txn, compares=(*txn.compares, self._fence)))
+        if self._deposed is not None:
+            raise Deposed(self._deposed)
+        try:
+            result = await self._store.commit(replace(txn, compares=(*txn.compares, self._fence)))
+        except OutcomeUnknown:
+            self._depose(OUTCOME_UNKNOWN)
+            raise
         if not result.succeeded and not await self._fence_holds():
-            self._deposed = True
-            self._on_deposed()
-            raise Deposed(self._fence.key, self._fence.create_revision)
+            self._depose(REFUSED_BY_THE_FENCE)
+            raise Deposed(REFUSED_BY_THE_FENCE)
         return result
 
     async def close(self) -> None:
         """The store under the fence outlives it (it goes on as a standby's)."""
+
+    def _depose(self, why: str) -> None:
+        if self._deposed is None:
+            self._deposed = why
+            self._on_deposed(why)
 
     async def _fence_holds(self) -> bool:
         entry = await self._witness.get(self._fence.key)

@@ -11,6 +11,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,23 +34,29 @@ class CoordinatorGroup:
         cls,
         workdir: Path,
         services: list[Service],
-        settings: EtcdSettings,
+        settings: EtcdSettings | Sequence[EtcdSettings],
         *,
         count: int,
         toml: str = "",
+        args: Sequence[tuple[str, ...]] = (),
     ) -> CoordinatorGroup:
+        """``count`` coordinators, each started once the one before it serves, so the
+        first leads; ``settings`` and ``args`` (more flags) for all, or one for each."""
+        each = [settings] * count if isinstance(settings, EtcdSettings) else list(settings)
+        more = list(args) or [()] * count
         ports = free_ports(count)
         coordinators = []
         for index, port in enumerate(ports):
             directory = workdir / f"coordinator-{index}"
             directory.mkdir()
-            flags = (*etcd_flags(settings), f"--leader-ttl-seconds={TTL_SECONDS}")
-            coordinator = Service.coordinator(directory, port=port, toml=toml, args=flags)
+            flags = (*etcd_flags(each[index]), f"--leader-ttl-seconds={TTL_SECONDS}")
+            coordinator = Service.coordinator(
+                directory, port=port, toml=toml, args=(*flags, *more[index])
+            )
             services.append(coordinator.start())
             coordinators.append(coordinator)
-        urls = [f"http://127.0.0.1:{port}" for port in ports]
-        for coordinator in coordinators:
             coordinator.wait_for(r"INFO standby |WARNING leading ")
+        urls = [f"http://127.0.0.1:{port}" for port in ports]
         return cls(coordinators, urls)
 
     @property

@@ -1,18 +1,25 @@
 """Several coordinators on a real 3-member etcd cluster, as real processes: a paused
-leader is fenced and stands by, and the cluster decides on with one etcd member killed."""
+leader is fenced and stands by, the cluster decides on with one etcd member killed, and a
+leader whose commit etcd lost (outcome unknown) stands down."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench.etcd_cluster import EtcdCluster
 from client.api import ApiClient, ApiClientError
+from coordinator.services.quota_service import QUOTA_PREFIX
+from coordinator.store.etcd import EtcdStore
+from coordinator.store.etcd_link import EtcdSettings
 from tests.coordinator.store_engines import etcd_settings
 from tests.e2e.coordinator_group import TTL_SECONDS, CoordinatorGroup, readiness, send
 from tests.e2e.processes import API_TOKEN, Service, api
@@ -24,9 +31,10 @@ def quota(max_cpu: int) -> dict[str, object]:
     return {"namespace": "team-a", "min": {"cpu": "1"}, "max": {"cpu": max_cpu}}
 
 
-def max_cpu(url: str) -> object:
+def max_cpu(url: str) -> dict[str, Any]:
     (team,) = [q for q in api(url, "/v1/quotas")["quotas"] if q["name"] == "team-a"]
-    return team
+    found: dict[str, Any] = team
+    return found
 
 
 def test_a_paused_leader_is_fenced_and_comes_back_as_a_standby(
@@ -98,3 +106,59 @@ def _put_until_answered(client: ApiClient, path: str, body: object) -> None:
             if "timed out" not in str(error):
                 raise
     client.put(path, body)
+
+
+def test_a_leader_whose_commit_etcd_lost_stands_down_and_nothing_lags_the_store(
+    tmp_path: Path, services: list[Service], etcd_cluster: EtcdCluster
+) -> None:
+    """The leader talks to an etcd member that hangs (SIGSTOP) while a write is in flight:
+    the write's outcome is unknown, and the store may hold it while the leader's memory
+    does not. The request is answered 503 outcome_unknown, the leader stands down, and
+    the coordinator that leads next shows what the store holds."""
+    victim = next(i for i in range(3) if i != etcd_cluster.leader())
+    others = tuple(e for i, e in enumerate(etcd_cluster.endpoints) if i != victim)
+    base = etcd_settings(etcd_cluster)
+    settings = [
+        replace(base, endpoints=(etcd_cluster.endpoints[victim], *others)),  # the leader's
+        replace(base, endpoints=others),  # the standby's, which never talks to the victim
+    ]
+    group = CoordinatorGroup.start(
+        tmp_path, services, settings, count=2, args=[("--etcd-timeout-seconds=1",), ()]
+    )
+    old_url = group.urls[0]
+    assert group.wait_for_leader() == 0
+    group.wait_until_known(0)
+    assert send(old_url, "/v1/elasticquotas/team-a", quota(2)) == 200
+    etcd_cluster.pause(victim)
+    try:
+        status = send(old_url, "/v1/elasticquotas/team-a", quota(3))
+    finally:
+        etcd_cluster.resume(victim)
+    assert status == 503
+    group.coordinators[0].wait_for(
+        r"WARNING no longer the leader; standing by reason=\"a commit's outcome is unknown"
+    )
+    # It gave its key up, so the next leader (mostly the other, which sees the key go
+    # first; or itself again) need not wait for the TTL.
+    leader = group.wait_for_leader(timeout=TTL_SECONDS + 5)
+    group.wait_until_known(leader)
+    # What the new leader shows is what etcd holds, whichever the outcome was.
+    stored = asyncio.run(_stored_quota(base, "team-a"))
+    assert max_cpu(group.urls[leader])["max"] == stored["max"], stored
+    # And the cluster decides on: a later write is made once and shown.
+    client = ApiClient(group.servers, API_TOKEN)
+    client.put("/v1/elasticquotas/team-a", quota(4))
+    assert max_cpu(group.urls[leader])["max"] == {"cpu": "4"}
+    assert asyncio.run(_stored_quota(base, "team-a"))["max"] == {"cpu": "4"}
+    assert "Traceback" not in group.coordinators[0].text()
+
+
+async def _stored_quota(settings: EtcdSettings, name: str) -> dict[str, Any]:
+    store = await EtcdStore.open(settings)
+    try:
+        entry = await store.get(QUOTA_PREFIX + name)
+    finally:
+        await store.close()
+    assert entry is not None
+    stored: dict[str, Any] = json.loads(entry.value)
+    return stored
