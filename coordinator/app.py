@@ -43,8 +43,10 @@ from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService, cluster_total
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
+from coordinator.services.warm_nodes import Loaded
 from coordinator.store import Store
 from coordinator.store.opening import open_store
+from coordinator.warm import WarmState
 from shared.logs import get_logger
 
 log = get_logger("allot.coordinator")
@@ -53,11 +55,11 @@ MAX_REQUEST_BYTES = 1024 * 1024
 
 
 def make_app(
-    config: CoordinatorConfig, store: Store | None = None, books: Books | None = None
+    config: CoordinatorConfig, store: Store | None = None, warm: WarmState | None = None
 ) -> web.Application:
     """The application; on ``store`` if given (the elected leader's fenced store, which
-    outlives the application), else on the store the settings choose; with the
-    deployments' ``books`` if given (a standby's, kept current), else read from the store."""
+    outlives the application), else on the store the settings choose; with the node
+    records and deployments a standby kept current (``warm``), else read from the store."""
     app = web.Application(
         middlewares=[json_errors, api_tokens_middleware(config)],
         client_max_size=MAX_REQUEST_BYTES,
@@ -65,11 +67,11 @@ def make_app(
     app[CONFIG] = config
     app[METRICS] = Metrics()
     app.cleanup_ctx.append(_store if store is None else _given_store(store))
-    app.cleanup_ctx.append(_registry)
+    app.cleanup_ctx.append(_registry(None if warm is None else warm.nodes))
     app.cleanup_ctx.append(_leases)
     app.cleanup_ctx.append(_quotas)
     app.cleanup_ctx.append(_pools)
-    app.cleanup_ctx.append(_deployments(books))
+    app.cleanup_ctx.append(_deployments(None if warm is None else warm.books))
     app.cleanup_ctx.append(_agent_hub)
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
@@ -111,9 +113,14 @@ def _given_store(store: Store) -> Callable[[web.Application], AsyncIterator[None
     return given
 
 
-async def _registry(app: web.Application) -> AsyncIterator[None]:
-    app[REGISTRY] = await NodeRegistry.load(app[STORE], lease_seconds=app[CONFIG].lease_seconds)
-    yield
+def _registry(loaded: list[Loaded] | None) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def registry(app: web.Application) -> AsyncIterator[None]:
+        app[REGISTRY] = await NodeRegistry.load(
+            app[STORE], lease_seconds=app[CONFIG].lease_seconds, loaded=loaded
+        )
+        yield
+
+    return registry
 
 
 async def _leases(app: web.Application) -> AsyncIterator[None]:

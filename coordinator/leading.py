@@ -4,12 +4,12 @@
 
 The process follows the whole store in memory (``Replica``) from the start and campaigns
 for the leader key (``Election``). Meanwhile it serves the standby application
-(``coordinator.standby``) and keeps the deployments' books current from the watch
-(``WarmBooks``), the one part of the state that grows with the containers. Once elected
+(``coordinator.standby``) and keeps the node records and the deployments' books current
+from the watch (``Warm``), the parts of the state that grow with the fleet. Once elected
 it waits for its copy to hold every change up to its win (each one the previous leader
 committed came before it: the fence saw to that), then builds the full application on
-that copy behind the fence: the deployments on the books it kept, the other services
-(nodes, leases, quotas, pools) loaded from memory, not from etcd. Node leases start
+that copy behind the fence: nodes and deployments on what it kept, the other services
+(leases, quotas, pools) loaded from memory, not from etcd. Node leases start
 afresh as on any start, so no node is lost for the takeover; capacity leases, pools,
 quotas and containers are the store's. Agents reconnect and each gets its full desired
 state in its welcome.
@@ -36,12 +36,12 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig
-from coordinator.deployments.stored_books import WarmBooks
 from coordinator.election import LEADER_KEY, Election, Leadership
 from coordinator.standby import make_standby_app
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.fenced import Deposed, FencedStore
 from coordinator.store.replica import Replica
+from coordinator.warm import Warm
 from shared.logs import get_logger
 from shared.sdnotify import notify
 
@@ -62,10 +62,10 @@ async def serve_on_etcd(
         # One attempt before serving anything: a coordinator alone (or the first up)
         # leads at once, and nobody is told "no leader yet" meanwhile.
         won = await election.try_to_lead()
-        warm: WarmBooks | None = None
+        warm: Warm | None = None
         while not stopping.done():
             if won is None:
-                warm = _warm_books(replica)  # before serving: the loop is held meanwhile
+                warm = _kept_warm(replica)  # before serving: the loop is held meanwhile
                 standby = make_standby_app(config.join_token, election.leader_url)
                 async with _serving(standby, listener, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_url() or "none yet")
@@ -86,7 +86,7 @@ async def _lead(
     replica: Replica,
     election: Election,
     won: Leadership,
-    warm: WarmBooks | None,
+    warm: Warm | None,
     stopping: asyncio.Future[None],
 ) -> None:
     started = time.monotonic()
@@ -99,14 +99,13 @@ async def _lead(
         fenced = FencedStore(
             replica, LEADER_KEY, won.won_at, witness=replica.store, on_deposed=deposed.set_result
         )
-        books = None if warm is None else warm.take()
-        app = make_app(config, store=fenced, books=books)
+        app = make_app(config, store=fenced, warm=None if warm is None else warm.take())
         async with _serving(app, listener, shutdown_s=5.0):
             log.warning(
                 "leading",
                 url=url,
                 revision=replica.revision,
-                books="kept by this standby" if warm else "read from the store",
+                state="kept by this standby" if warm else "read from the store",
                 took_s=round(time.monotonic() - started, 3),
             )
             notify("READY=1", "STATUS=leader")
@@ -126,12 +125,12 @@ async def _lead(
             await election.resign(won)
 
 
-def _warm_books(replica: Replica) -> WarmBooks:
-    """The deployments' books, built from the replica once (O(the store), the event loop
-    held meanwhile) and then kept current, so that a takeover need not build them."""
+def _kept_warm(replica: Replica) -> Warm:
+    """The node records and deployments, built from the replica once (O(the store), the
+    event loop held meanwhile) and then kept current, so that a takeover need not."""
     started = time.monotonic()
-    warm = WarmBooks(replica)
-    log.info("deployments kept current for a takeover", took_s=round(time.monotonic() - started, 3))
+    warm = Warm(replica)
+    log.info("state kept current for a takeover", took_s=round(time.monotonic() - started, 3))
     return warm
 
 

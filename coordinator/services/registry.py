@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -108,12 +108,15 @@ class NodeRegistry:
         lease_seconds: float,
         wall_clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        loaded: Iterable[tuple[NodeRecord, str | None]] | None = None,
     ) -> NodeRegistry:
-        """The registry of every node in the store; live ones get a fresh lease."""
+        """The registry of every node in the store (``loaded``, if given: its records
+        already decoded and checked, by a standby); live ones get a fresh lease."""
+        if loaded is None:
+            loaded = [loaded_record(entry.value) for entry in await store.range(NODE_PREFIX)]
         records: list[NodeRecord] = []
         unusable: dict[str, str] = {}
-        for entry in await store.range(NODE_PREFIX):
-            record, problem = loaded_record(entry.value)
+        for record, problem in loaded:
             records.append(record)
             if problem is not None:
                 unusable[record.name] = problem

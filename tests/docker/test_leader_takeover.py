@@ -169,7 +169,7 @@ def test_the_leader_killed_mid_deployment_and_lease_load_costs_seconds_and_no_co
         # A new leader within TTL + 2 s, on the deployments it kept current as a standby
         # (no reading of the store), and both agents attached to it.
         assert took <= TTL_SECONDS + 2, f"a new leader served {took:.1f}s after the kill"
-        group.coordinators[new].wait_for(r'WARNING leading .*books="kept by this standby"')
+        group.coordinators[new].wait_for(r'WARNING leading .*state="kept by this standby"')
         for node, agent, offset in zip(nodes, agents, offsets, strict=True):
             agent.wait_for(rf"registered with coordinator node={node} url={new_url}", after=offset)
             assert wait_for_node_state(new_url, node, "ready")["state"] == "ready"

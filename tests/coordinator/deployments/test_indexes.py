@@ -5,7 +5,8 @@ pending containers by deployment); every deployment counts, placed and pending, 
 containers it was last scaled to; no core piece is both bound and shared, and no node's
 unbound CPU requests exceed its shared pool x ``cpu_overcommit``; after a scheduler pass
 no pending container fits; the books a standby keeps from the store's watch
-(``WarmBooks``) equal the deciding service's, revisions included. At the end the books
+(``WarmBooks``) equal the deciding service's, revisions included, and the node records
+it keeps (``WarmNodes``) the registry's. At the end the books
 equal what a fresh load of the store gives."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from coordinator.quotas import Quota, QuotaError
 from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
+from coordinator.services.warm_nodes import WarmNodes
 from coordinator.store.replica import Replica
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
@@ -168,6 +170,7 @@ async def scenario(ops: list[Op], directory: Path) -> None:
     try:
         service = await load(store, clock)
         warm = WarmBooks(replica)
+        warm_nodes = WarmNodes(replica)
         registry = service._context.registry
         assert isinstance(registry, NodeRegistry)
         for node in NODES:
@@ -185,6 +188,9 @@ async def scenario(ops: list[Op], directory: Path) -> None:
                 assert held == deployment.spec.count, f"{key} counts {held}"
             await replica.caught_up(store.revision)
             assert _plain_books(warm._books) == _plain_books(service._books)
+            kept = {record.name: record for record, _ in warm_nodes._records.values()}
+            assert kept == {record.name: record for record in registry.all()}
+        assert [record for record, _ in warm_nodes.take()] == registry.all()
         taken = warm.take()
         taken.check_indexes()
         again = await load(store)

@@ -1,0 +1,32 @@
+"""What a standby keeps current from its replica's watch for a takeover: the two parts
+of the state that grow with the fleet, the deployments' books (with the containers) and
+the node records (with the nodes). The rest (leases, quotas, pools, events) is loaded
+from the replica when elected.
+
+    warm = Warm(replica)         # O(the store), the event loop held meanwhile
+    state = warm.take()          # elected: WarmState; no longer followed
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coordinator.deployments.books import Books
+from coordinator.deployments.stored_books import WarmBooks
+from coordinator.services.warm_nodes import Loaded, WarmNodes
+from coordinator.store.replica import Replica
+
+
+@dataclass(frozen=True)
+class WarmState:
+    books: Books
+    nodes: list[Loaded]
+
+
+class Warm:
+    def __init__(self, replica: Replica) -> None:
+        self._books = WarmBooks(replica)
+        self._nodes = WarmNodes(replica)
+
+    def take(self) -> WarmState:
+        return WarmState(self._books.take(), self._nodes.take())
