@@ -23,9 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# What allot needs of etcd: one transaction per deployment, however large (README).
+# What allot needs of etcd: one transaction per deployment, however large, and room for
+# the history of 100,000 containers between compactions (README).
 MAX_TXN_OPS = 10_000
-ETCD_FLAGS = (f"--max-txn-ops={MAX_TXN_OPS}", "--max-request-bytes=33554432")
+ETCD_FLAGS = (
+    f"--max-txn-ops={MAX_TXN_OPS}",
+    "--max-request-bytes=33554432",
+    "--quota-backend-bytes=8589934592",
+)
 START_SECONDS = 30.0
 
 

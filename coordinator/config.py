@@ -81,6 +81,14 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     etcd_timeout_seconds: Annotated[
         float, Meta(gt=0, description="per etcd call, and to connect to one member")
     ] = 10.0
+    etcd_compact_seconds: Annotated[
+        float,
+        Meta(
+            ge=0,
+            description="etcd: the leader compacts etcd's history older than this, this"
+            " often (0: never; leave it to etcd's --auto-compaction-retention)",
+        ),
+    ] = 60.0
     leader_ttl_seconds: Annotated[
         int,
         Meta(

@@ -38,6 +38,7 @@ from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig
 from coordinator.election import LEADER_KEY, Election, Leadership
 from coordinator.standby import make_standby_app
+from coordinator.store import ClusterStore, StoreError
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.fenced import Deposed, FencedStore
 from coordinator.store.replica import Replica
@@ -94,6 +95,7 @@ async def _lead(
     deposed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     # Renewed from the start: loading a large store must not let the lease run out.
     losing = asyncio.create_task(_lost(election, won, deposed))
+    compacting = asyncio.create_task(_compact_history(replica.store, config.etcd_compact_seconds))
     try:
         await replica.caught_up(won.won_at)
         fenced = FencedStore(
@@ -121,6 +123,7 @@ async def _lead(
                 await election.resign(won)
     finally:
         losing.cancel()
+        compacting.cancel()
         if stopping.done():  # after the application saved what it saves on stopping
             await election.resign(won)
 
@@ -132,6 +135,26 @@ def _kept_warm(replica: Replica) -> Warm:
     warm = Warm(replica)
     log.info("state kept current for a takeover", took_s=round(time.monotonic() - started, 3))
     return warm
+
+
+async def _compact_history(store: ClusterStore, every: float) -> None:
+    """Every ``every`` seconds, compact etcd's history up to the revision of the round
+    before: etcd keeps every revision until compacted, and a fill to 100,000 containers
+    (each commit rewriting the touched nodes' allocation records) raised etcd's NOSPACE
+    alarm (its 2 GB quota) within minutes, after which it refuses every write. A standby's
+    watch needs seconds of history; one further behind reads a snapshot again."""
+    if every <= 0:
+        return
+    previous = store.revision
+    while True:
+        await asyncio.sleep(every)
+        newest = store.revision
+        if previous > 1:
+            try:
+                await store.compact(previous)
+            except StoreError as error:  # already compacted (by etcd itself?), or etcd away
+                log.info("etcd history not compacted", revision=previous, reason=error)
+        previous = newest
 
 
 async def _lost(election: Election, won: Leadership, deposed: asyncio.Future[str]) -> str:

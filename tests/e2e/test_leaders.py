@@ -1,6 +1,7 @@
 """Several coordinators on a real 3-member etcd cluster, as real processes: a paused
 leader is fenced and stands by, the cluster decides on with one etcd member killed, and a
-leader whose commit etcd lost (outcome unknown) stands down."""
+leader whose commit etcd lost (outcome unknown) stands down, and the leader compacts
+etcd's history."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from bench.etcd_cluster import EtcdCluster
 from client.api import ApiClient, ApiClientError
 from coordinator.services.quota_service import QUOTA_PREFIX
+from coordinator.store import WatchCompacted
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
 from tests.coordinator.store_engines import etcd_settings
@@ -162,3 +164,49 @@ async def _stored_quota(settings: EtcdSettings, name: str) -> dict[str, Any]:
     assert entry is not None
     stored: dict[str, Any] = json.loads(entry.value)
     return stored
+
+
+def test_the_leader_compacts_etcds_history_and_a_standby_still_takes_over(
+    tmp_path: Path, services: list[Service], etcd_cluster: EtcdCluster
+) -> None:
+    """etcd keeps every revision until compacted (and then refuses writes at its space
+    quota): the leader compacts what is older than a period, and a standby, which follows
+    the watch, still holds every change when it takes over."""
+    settings = etcd_settings(etcd_cluster)
+    group = CoordinatorGroup.start(
+        tmp_path, services, settings, count=2, args=[("--etcd-compact-seconds=0.5",)] * 2
+    )
+    old = group.wait_for_leader()
+    group.wait_until_known(old)
+    started_at = asyncio.run(_revision(settings))
+    for cpus in range(2, 6):
+        assert send(group.urls[old], "/v1/elasticquotas/team-a", quota(cpus)) == 200
+        time.sleep(0.4)
+    deadline = time.monotonic() + 10
+    while (oldest := asyncio.run(_oldest_kept(settings))) <= started_at:
+        assert time.monotonic() < deadline, f"history kept from {oldest}, not compacted"
+        time.sleep(0.2)
+    group.coordinators[old].kill9()
+    new = group.wait_for_leader([1 - old], timeout=TTL_SECONDS + 5)
+    assert max_cpu(group.urls[new])["max"] == {"cpu": "5"}
+
+
+async def _revision(settings: EtcdSettings) -> int:
+    store = await EtcdStore.open(settings)
+    try:
+        return store.revision
+    finally:
+        await store.close()
+
+
+async def _oldest_kept(settings: EtcdSettings) -> int:
+    """The oldest revision etcd still keeps the changes of (1: nothing compacted)."""
+    store = await EtcdStore.open(settings)
+    try:
+        async for _ in store.watch("", 1):
+            return 1
+    except WatchCompacted as compacted:
+        return compacted.oldest
+    finally:
+        await store.close()
+    raise AssertionError("the watch ended without a change")
