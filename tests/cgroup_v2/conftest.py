@@ -1,10 +1,13 @@
 """The cgroup v2 host: one virtual machine for the whole test run (scripts/cgroup2-host).
 
 ``make test`` runs these tests; the first run on a machine builds the VM's image (as root),
-and every run boots it once (the README has the measured times). The boot starts in the
-background as soon as the tests are collected, and these tests run last, so the boot
-overlaps the rest of the suite. When the VM cannot be provided the tests fail, saying why;
-they are skipped only when a person asks for it with ALLOT_SKIP_CGROUP_V2_TESTS=1.
+and every run boots it once (the README has the measured times). In a session that holds
+other tests too, a pytest of their own boots the VM and runs them from the end of
+collection on, beside the rest of the suite (``beside``); this session's items for them
+come last and report that run's outcomes. Alone (``pytest -m cgroup_v2``) they run here,
+the boot started in the background as soon as they are collected. When the VM cannot be
+provided the tests fail, saying why; they are skipped only when a person asks for it
+with ALLOT_SKIP_CGROUP_V2_TESTS=1.
 
 The VM costs the whole run time, so a run that boots it says at its end how long it took,
 the VM's part, and by how much it went over make test's budget of 15 minutes. It does not
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cgroup_v2.beside import RESULTS, Beside, Reported, record
 from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable
 
 OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
@@ -30,6 +34,7 @@ RUNNING = "ALLOT_CGROUP2_RUN_DIR"
 MARKER = "cgroup_v2"
 BUDGET_SECONDS = 15 * 60
 _boot: list[Booting] = []  # the one boot of this run, once begun
+_beside: list[Beside] = []  # the VM tests' own pytest run, when they run beside the rest
 # Monotonic times: "start" of the run (this file is read as collection begins: a
 # pytest_sessionstart here would never be called, since that hook fires before any
 # conftest below the root is read), and "vm" when the VM's tests began.
@@ -42,20 +47,49 @@ def _wanted(items: list[pytest.Item]) -> bool:
     return any(i.get_closest_marker(MARKER) for i in items)
 
 
+@pytest.hookimpl(trylast=True)  # after ``-m`` and ``-k`` have deselected what they do
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The VM's tests after all others, in their own order."""
+    """The VM's tests after all others, in their own order; in a session that holds
+    others too, run in a pytest of their own beside them (``beside``)."""
     items.sort(key=lambda item: item.get_closest_marker(MARKER) is not None)
+    ours = [item for item in items if item.get_closest_marker(MARKER)]
+    if not ours or len(ours) == len(items) or os.environ.get(RESULTS) or not _wanted(items):
+        return
+    run_dir = Path(tempfile.mkdtemp(prefix="allot-cgroup2-tests-"))
+    beside = Beside.start(run_dir, [item.nodeid for item in ours])
+    _beside.append(beside)
+    for index, item in enumerate(ours, start=len(items) - len(ours)):
+        assert item.parent is not None
+        reported = Reported.from_parent(item.parent, name=item.name, beside=beside)
+        reported.add_marker(MARKER)
+        items[index] = reported
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if _wanted(session.items) and not _boot:
+    if _wanted(session.items) and not _beside and not _boot:
         _boot.append(Booting(Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker(MARKER):
+        _clock.setdefault("vm", time.monotonic())
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    record(report)  # in the VM tests' own run, for the session that started it
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if _boot and reporter is not None:
+    if (_boot or _beside) and reporter is not None:
         _say_the_time(reporter)
+    for beside in _beside:
+        beside.stop()
+        if reporter is not None:  # its summary, and what its boot took
+            for line in beside.said().splitlines()[-3:]:
+                reporter.write_line(f"cgroup v2 tests' run: {line}")
+        shutil.rmtree(beside.run_dir, ignore_errors=True)
+    _beside.clear()
     for booting in _boot:
         booting.stop()
         if reporter is not None:  # what the boot took, e.g. "ready after 52s"
@@ -69,8 +103,9 @@ def _say_the_time(reporter: pytest.TerminalReporter) -> None:
     now = time.monotonic()
     took = now - _clock["start"]
     vm_part = now - _clock.get("vm", now)
+    waited = "waiting for" if _beside else "for"
     reporter.write_line(
-        f"the run took {took:.0f}s, of which {vm_part:.0f}s for the cgroup v2 tests at its end"
+        f"the run took {took:.0f}s, of which {vm_part:.0f}s {waited} the cgroup v2 tests at its end"
     )
     if took > BUDGET_SECONDS:
         over = f"{took - BUDGET_SECONDS:.0f}s over make test's budget of {BUDGET_SECONDS}s"
@@ -80,7 +115,6 @@ def _say_the_time(reporter: pytest.TerminalReporter) -> None:
 @pytest.fixture(scope="session")
 def guest() -> Guest:
     """The booted VM; pytest_sessionfinish stops it."""
-    _clock.setdefault("vm", time.monotonic())
     if os.environ.get(OPT_OUT) == "1":
         pytest.skip(f"{OPT_OUT}=1: cgroup v2 tests skipped on request")
     if running := os.environ.get(RUNNING):

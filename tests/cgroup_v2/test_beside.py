@@ -1,0 +1,52 @@
+"""How the session reads the outcomes of the VM tests' own pytest run (``beside``): a test
+passes only when its call passed and no phase failed; one the run never reached fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.cgroup_v2.beside import Beside, Outcome, _read
+
+
+def phase(nodeid: str, when: str, outcome: str, text: str = "") -> str:
+    return json.dumps({"nodeid": nodeid, "when": when, "outcome": outcome, "text": text})
+
+
+def test_each_test_gets_the_outcome_of_its_worst_phase(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    lines = [
+        phase("t.py::passes", "setup", "passed"),
+        phase("t.py::passes", "call", "passed"),
+        phase("t.py::passes", "teardown", "passed"),
+        phase("t.py::fails", "setup", "passed"),
+        phase("t.py::fails", "call", "failed", "assert 1 == 2"),
+        phase("t.py::fails", "teardown", "passed"),
+        phase("t.py::breaks_in_setup", "setup", "failed", "the VM could not be provided"),
+        phase("t.py::breaks_in_teardown", "setup", "passed"),
+        phase("t.py::breaks_in_teardown", "call", "passed"),
+        phase("t.py::breaks_in_teardown", "teardown", "failed", "left a container"),
+        phase("t.py::skipped", "setup", "skipped", "opted out"),
+        phase("t.py::never_called", "setup", "passed"),
+    ]
+    results.write_text("\n".join(lines) + "\n")
+    assert _read(results) == {
+        "t.py::passes": Outcome("passed", ""),
+        "t.py::fails": Outcome("failed", "assert 1 == 2"),
+        "t.py::breaks_in_setup": Outcome("failed", "the VM could not be provided"),
+        "t.py::breaks_in_teardown": Outcome("failed", "left a container"),
+        "t.py::skipped": Outcome("skipped", "opted out"),
+    }
+
+
+def test_a_test_the_run_did_not_reach_fails_with_the_end_of_its_output(tmp_path: Path) -> None:
+    said = "collected 0 items\nERROR: boom"
+    with (tmp_path / "pytest.log").open("wb") as log:
+        code = f"print({said!r}); raise SystemExit(4)"
+        process = subprocess.Popen([sys.executable, "-c", code], stdout=log)
+    outcome = Beside(tmp_path, process).outcome("t.py::lost")
+    assert outcome.status == "failed"
+    assert "exit status 4" in outcome.text
+    assert "ERROR: boom" in outcome.text
