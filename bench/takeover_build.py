@@ -1,0 +1,117 @@
+"""The new leader's own part of a takeover against the state size: building the leader's
+application on a replica, from what a standby kept warm and, for reference in the same
+run, from the replica alone (every node record and container decoded again).
+
+    .venv/bin/python bench/takeover_build.py [--containers 10000 100000] [--nodes 1000]
+
+For each size: a real SQLite store in a temporary directory is filled in process
+(``DeploymentService`` over ``--nodes`` ready nodes of 24 CPUs, deployments of 500
+containers of 0.01 CPU and 8 MiB), followed by a ``Replica`` as a standby follows etcd.
+Then, best of ``--runs``:
+
+- the standby's build of its warm state (``coordinator.warm.Warm``): once per standby,
+  before it serves, so no part of a takeover;
+- the application's start on the replica with that state, as the elected leader does
+  after its copy caught up with its win (the ``took_s`` a takeover logs, less the wait);
+- the same start without it, reading everything from the replica, and the ratio.
+
+``bench/takeover.py`` measures whole takeovers on etcd (kill -9 to the first deploy);
+this one isolates the part that could grow with the state. Not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Run as a script, Python puts bench/ first on the path; the repository root goes there.
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+
+from aiohttp import web  # noqa: E402
+
+from bench.deployments import host  # noqa: E402
+from coordinator.app import make_app  # noqa: E402
+from coordinator.config import CoordinatorConfig, PoolSettings, QuotaSettings  # noqa: E402
+from coordinator.deployments.service import DeploymentService  # noqa: E402
+from coordinator.services.pool_service import PoolService  # noqa: E402
+from coordinator.services.quota_service import QuotaService  # noqa: E402
+from coordinator.services.registry import NodeRegistry  # noqa: E402
+from coordinator.store.replica import Replica  # noqa: E402
+from coordinator.store.sqlite import SqliteStore  # noqa: E402
+from coordinator.warm import Warm, WarmState  # noqa: E402
+from shared.api.deployments import DeploymentSpec, ResourcesSpec  # noqa: E402
+
+DEPLOY_SIZE = 500
+
+
+async def fill(store: SqliteStore, nodes: int, containers: int) -> float:
+    """Seconds to register the nodes and deploy the containers."""
+    started = time.perf_counter()
+    registry = await NodeRegistry.load(store, lease_seconds=3600.0)
+    quotas = await QuotaService.load(store, share_base=100, settings=QuotaSettings())
+    pools = await PoolService.load(store, PoolSettings())
+    service = await DeploymentService.load(store, registry, quotas, pools, share_base=100)
+    for index in range(nodes):
+        name = f"node-{index:05}"
+        await registry.hello(name, inventory=host(name), address="x", agent_version="bench")
+    resources = ResourcesSpec(cpu="0.01", memory="8Mi")
+    for index in range(0, containers, DEPLOY_SIZE):
+        count = min(DEPLOY_SIZE, containers - index)
+        spec = DeploymentSpec(name=f"d{index}", image="busybox", count=count, resources=resources)
+        await service.deploy("fleet", spec)
+    await service.close()
+    return time.perf_counter() - started
+
+
+async def start(config: CoordinatorConfig, replica: Replica, warm: WarmState | None) -> float:
+    """Seconds from nothing to an application ready to serve; then stopped again."""
+    started = time.perf_counter()
+    runner = web.AppRunner(make_app(config, store=replica, warm=warm))
+    await runner.setup()
+    took = time.perf_counter() - started
+    await runner.cleanup()
+    return took
+
+
+async def measure(containers: int, nodes: int, runs: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="allot-takeover-build-") as directory:
+        store = await SqliteStore.open(Path(directory) / "allot.db")
+        filled = await fill(store, nodes, containers)
+        replica = await Replica.follow(store)
+        config = CoordinatorConfig(
+            data_dir=directory, join_token="j" * 20, api_tokens=["t" * 20], port=0
+        )
+        builds, warm_starts, cold_starts = [], [], []
+        for _ in range(runs):
+            started = time.perf_counter()
+            warm = Warm(replica)
+            builds.append(time.perf_counter() - started)
+            warm_starts.append(await start(config, replica, warm.take()))
+            cold_starts.append(await start(config, replica, None))
+        await replica.close()  # and the store
+    warm_s, cold_s = min(warm_starts), min(cold_starts)
+    print(
+        f"{containers:>7,} containers on {nodes:,} nodes (filled in {filled:.1f} s):"
+        f" standby's build {min(builds):.3f} s; leader's start from warm state {warm_s:.3f} s,"
+        f" from the replica {cold_s:.3f} s ({cold_s / warm_s:.0f}x)",
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--containers", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    for containers in args.containers:
+        asyncio.run(measure(containers, args.nodes, args.runs))
+
+
+if __name__ == "__main__":
+    main()
