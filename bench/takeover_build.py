@@ -89,7 +89,7 @@ async def measure(containers: int, nodes: int, runs: int) -> None:
         builds, warm_starts, cold_starts = [], [], []
         for _ in range(runs):
             started = time.perf_counter()
-            warm = Warm(replica)
+            warm = Warm(replica, share_base=config.share_base)
             builds.append(time.perf_counter() - started)
             warm_starts.append(await start(config, replica, warm.take()))
             cold_starts.append(await start(config, replica, None))

@@ -15,7 +15,6 @@ from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
-from coordinator.deployments.books import Books
 from coordinator.deployments.service import DeploymentService
 from coordinator.http.auth import AGENT_PATH, api_tokens_middleware
 from coordinator.http.cluster import add_routes
@@ -71,7 +70,7 @@ def make_app(
     app.cleanup_ctx.append(_leases)
     app.cleanup_ctx.append(_quotas)
     app.cleanup_ctx.append(_pools)
-    app.cleanup_ctx.append(_deployments(None if warm is None else warm.books))
+    app.cleanup_ctx.append(_deployments(warm))
     app.cleanup_ctx.append(_agent_hub)
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
@@ -147,7 +146,7 @@ async def _pools(app: web.Application) -> AsyncIterator[None]:
     await service.save_state()  # a restart then credits the time since this update
 
 
-def _deployments(books: Books | None) -> Callable[[web.Application], AsyncIterator[None]]:
+def _deployments(warm: WarmState | None) -> Callable[[web.Application], AsyncIterator[None]]:
     async def deployments(app: web.Application) -> AsyncIterator[None]:
         config = app[CONFIG]
         service = await DeploymentService.load(
@@ -156,14 +155,15 @@ def _deployments(books: Books | None) -> Callable[[web.Application], AsyncIterat
             app[QUOTAS],
             app[POOLS],
             share_base=config.share_base,
-            books=books,
+            books=None if warm is None else warm.books,
+            fresh=None if warm is None else warm.fresh,
         )
         app[DEPLOYMENTS] = service
         # Labels as this version sets them, in case an older one wrote the store: before
         # serving on a cold start; after it on a takeover, which is to cost O(1), while
         # the first requests wait their turn behind it in the sequencer.
         relabelling = None
-        if books is None:
+        if warm is None:
             await service.relabel()
         else:
             relabelling = asyncio.create_task(_relabel_after_takeover(service))

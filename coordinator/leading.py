@@ -66,7 +66,7 @@ async def serve_on_etcd(
         warm: Warm | None = None
         while not stopping.done():
             if won is None:
-                warm = _kept_warm(replica)  # before serving: the loop is held meanwhile
+                warm = _kept_warm(replica, config.share_base)  # the loop held meanwhile
                 standby = make_standby_app(config.join_token, election.leader_url)
                 async with _serving(standby, listener, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_url() or "none yet")
@@ -128,11 +128,11 @@ async def _lead(
             await election.resign(won)
 
 
-def _kept_warm(replica: Replica) -> Warm:
+def _kept_warm(replica: Replica, share_base: int) -> Warm:
     """The node records and deployments, built from the replica once (O(the store), the
     event loop held meanwhile) and then kept current, so that a takeover need not."""
     started = time.monotonic()
-    warm = Warm(replica)
+    warm = Warm(replica, share_base=share_base)
     log.info("state kept current for a takeover", took_s=round(time.monotonic() - started, 3))
     return warm
 

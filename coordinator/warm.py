@@ -3,7 +3,7 @@ of the state that grow with the fleet, the deployments' books (with the containe
 the node records (with the nodes). The rest (leases, quotas, pools, events) is loaded
 from the replica when elected.
 
-    warm = Warm(replica)         # O(the store), the event loop held meanwhile
+    warm = Warm(replica, share_base=100)   # O(the store), the event loop held meanwhile
     state = warm.take()          # elected: WarmState; no longer followed
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coordinator.deployments.books import Books
+from coordinator.deployments.context import FreshStates
 from coordinator.deployments.stored_books import WarmBooks
 from coordinator.services.warm_nodes import Loaded, WarmNodes
 from coordinator.store.replica import Replica
@@ -21,12 +22,14 @@ from coordinator.store.replica import Replica
 class WarmState:
     books: Books
     nodes: list[Loaded]
+    fresh: FreshStates  # each usable node's empty allocation state
 
 
 class Warm:
-    def __init__(self, replica: Replica) -> None:
+    def __init__(self, replica: Replica, *, share_base: int) -> None:
         self._books = WarmBooks(replica)
-        self._nodes = WarmNodes(replica)
+        self._nodes = WarmNodes(replica, share_base=share_base)
 
     def take(self) -> WarmState:
-        return WarmState(self._books.take(), self._nodes.take())
+        nodes, fresh = self._nodes.take()
+        return WarmState(self._books.take(), nodes, fresh)

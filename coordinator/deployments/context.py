@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordinator.errors import NotFound, UnusableNode
-from coordinator.placement import NodeState
+from coordinator.placement import Node, NodeState
 from coordinator.services.plan_nodes import registered_node
 from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
@@ -25,7 +25,9 @@ class Context:
     pools: PoolService
     share_base: int
     clock: Callable[[], float] = time.time
-    _fresh: dict[str, tuple[Inventory, NodeState]] = field(default_factory=dict)
+    # node -> the inventory a fresh state was made from, and that state (``fresh_state``);
+    # given a standby's (``warm_nodes``), a takeover's first decision need make none.
+    fresh: FreshStates = field(default_factory=dict)
     # ready_states' answer and the registry's version it was made at (shared by the
     # frozen copies of this context, which the deciding thread reads).
     _ready: list[tuple[int, list[tuple[str, NodeState | None]]]] = field(default_factory=list)
@@ -75,16 +77,23 @@ class Context:
         record = self.registry.get(node)
         if record is None:
             raise NotFound(f"no node {node}")
-        made = self._fresh.get(node)
+        made = self.fresh.get(node)
         if made is None or made[0] is not record.inventory:
             offered = registered_node(self.registry, node, share_base=self.share_base)
-            fresh = NodeState(
-                node,
-                dict(offered.cores),
-                numa=offered.numa,
-                memory=offered.memory,
-                numa_memory=offered.numa_memory,
-                share_base=self.share_base,
-            )
-            made = self._fresh[node] = (record.inventory, fresh)
+            made = self.fresh[node] = (record.inventory, empty_state(offered, self.share_base))
         return made[1]
+
+
+FreshStates = dict[str, tuple[Inventory, NodeState]]
+
+
+def empty_state(offered: Node, share_base: int) -> NodeState:
+    """The allocation state of ``offered`` holding nothing."""
+    return NodeState(
+        offered.name,
+        dict(offered.cores),
+        numa=offered.numa,
+        memory=offered.memory,
+        numa_memory=offered.numa_memory,
+        share_base=share_base,
+    )

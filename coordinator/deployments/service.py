@@ -35,7 +35,7 @@ from coordinator.deployments import (
     swaps,
 )
 from coordinator.deployments.books import Books
-from coordinator.deployments.context import Context
+from coordinator.deployments.context import Context, FreshStates
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.labels import relabel, relabel_everything
@@ -86,11 +86,12 @@ class DeploymentService:
         *,
         share_base: int,
         books: Books | None = None,
+        fresh: FreshStates | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.events = events
         self._books = Books() if books is None else books
-        self._context = Context(registry, quotas, pools, share_base, clock)
+        self._context = Context(registry, quotas, pools, share_base, clock, fresh or {})
         self._sequencer = Sequencer(store, self._books, self._context, events, settle=relabel)
         self._followed: dict[str, tuple[float, int]] = {}  # pool -> share, pool_version
         self._ending: set[str] = set()  # swaps whose end is being committed
@@ -110,9 +111,11 @@ class DeploymentService:
         *,
         share_base: int,
         books: Books | None = None,
+        fresh: FreshStates | None = None,
     ) -> Self:
         """The service over what ``store`` holds: O(what it holds), or O(the events kept)
-        given ``books`` a standby kept current (``stored_books.WarmBooks``)."""
+        given ``books`` a standby kept current (``stored_books.WarmBooks``), and with
+        it the nodes' empty states (``Context.fresh``)."""
         events = await EventLog.load(store, clock=time.time)
         if books is None:
             books = await read_books(store)
@@ -123,7 +126,9 @@ class DeploymentService:
             pending=len(books.pending),
             nodes=len(books.nodes),
         )
-        return cls(store, registry, quotas, events, pools, share_base=share_base, books=books)
+        return cls(
+            store, registry, quotas, events, pools, share_base=share_base, books=books, fresh=fresh
+        )
 
     # -- reads (the committed state) -----------------------------------------------------
 
