@@ -99,6 +99,12 @@ class Election:
         keeper = LeaseKeeper(self._store.settings, leadership.lease, ttl=self._ttl)
         renewing = asyncio.create_task(keeper.lost())
         try:
+            # The key is read from the replica, which may not have seen the win yet: read
+            # before, it is still absent, and a new leader stepped down 0.06 s after
+            # winning (and, resigning, left the cluster leaderless for seconds).
+            seen = asyncio.create_task(self._replica.caught_up(leadership.won_at))
+            await asyncio.wait({renewing, seen}, return_when=asyncio.FIRST_COMPLETED)
+            seen.cancel()
             while not renewing.done():
                 self._key_changed.clear()
                 entry = await self._replica.get(LEADER_KEY)

@@ -159,6 +159,25 @@ async def test_a_leader_whose_event_loop_blocks_past_its_ttl_keeps_its_key(
         holding.cancel()
 
 
+async def test_a_new_leader_whose_copy_has_not_seen_its_win_yet_holds_on(
+    prefix_stores: list[EtcdStore],
+) -> None:
+    """``hold`` reads the key from the replica; until the replica has seen the win, the
+    key is absent there, which is no loss (a new leader once stepped down so, and its
+    resignation left the cluster leaderless for seconds)."""
+    store = prefix_stores[0]
+    async with following(store) as replica:
+        assert replica._follower is not None
+        replica._follower.cancel()  # its watch brings nothing more: the win stays unseen
+        election = Election(store, replica, url="http://c0:7600", ttl=2)
+        won = await election.campaign()
+        assert await replica.get(LEADER_KEY) is None
+        holding = asyncio.create_task(election.hold(won))
+        await asyncio.sleep(1.0)
+        assert not holding.done()
+        holding.cancel()
+
+
 async def test_a_leader_that_stops_holding_stops_renewing(prefix_stores: list[EtcdStore]) -> None:
     """While ``hold`` runs the lease is renewed past its TTL; cancelling ``hold`` (a clean
     stop, a deposition) stops the renewals, and the lease then runs out by itself."""
