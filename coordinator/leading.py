@@ -15,9 +15,10 @@ quotas and containers are the store's. Agents reconnect and each gets its full d
 state in its welcome.
 
 When leadership ends (the lease is not renewed for a TTL, the key is gone or another's,
-a commit refused by the fence) the leader application is stopped at once: its
-connections are closed, nothing more is decided, and whatever it was deciding is refused
-by the fence. The process then goes back to being a standby in the same loop.
+a commit refused by the fence or of unknown outcome) the leader gives its key up and its
+application is stopped at once: its connections are closed, nothing more is decided, and
+whatever it was deciding is refused by the fence. The process then goes back to being a
+standby in the same loop.
 
 Both applications are served on duplicates of one listening socket, so a connection that
 arrives while one is replaced by the other waits in the backlog instead of being refused.
