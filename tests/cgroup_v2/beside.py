@@ -17,8 +17,10 @@ from ``pytest_runtest_logreport``) to the file named by ``RESULTS``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -27,9 +29,13 @@ from typing import Any
 
 import pytest
 
+from tests.cgroup_v2.guest import Guest
+
 RESULTS = "ALLOT_CGROUP2_RESULTS"  # set in the second run: where it records outcomes
 ROOT = Path(__file__).resolve().parents[2]
 TAIL_LINES = 40
+BOOT_DIR = "ALLOT_CGROUP2_BOOT_DIR"  # set in the second run: where it boots its VM
+BOOT_DIR_NAME = "vm"
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,8 @@ class Beside:
     @classmethod
     def start(cls, run_dir: Path, nodeids: list[str]) -> Beside:
         results = run_dir / "results.jsonl"
-        environment = {**os.environ, RESULTS: str(results)}
+        (run_dir / BOOT_DIR_NAME).mkdir()
+        environment = {**os.environ, RESULTS: str(results), BOOT_DIR: str(run_dir / BOOT_DIR_NAME)}
         with (run_dir / "pytest.log").open("wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *nodeids],
@@ -55,6 +62,7 @@ class Beside:
                 env=environment,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,  # a group of its own, for ``stop``
             )
         return cls(run_dir, process)
 
@@ -79,10 +87,14 @@ class Beside:
         return "\n".join(lines[-TAIL_LINES:])
 
     def stop(self) -> None:
-        """End the second run (and so its VM) if it still runs: the session was cut short."""
+        """End the second run if it still runs (the session was cut short): its whole
+        process group (pytest, the boot script, a coordinator), then its VM, which QEMU
+        runs detached in a session of its own."""
         if self._process.poll() is None:
-            self._process.terminate()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGTERM)
             self._process.wait()
+            Guest(self.run_dir / BOOT_DIR_NAME).stop()
 
 
 def record(report: pytest.TestReport) -> None:

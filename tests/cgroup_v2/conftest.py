@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cgroup_v2.beside import RESULTS, Beside, Reported, record
+from tests.cgroup_v2.beside import BOOT_DIR, RESULTS, Beside, Reported, record
 from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable
 
 OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
@@ -67,7 +67,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if _wanted(session.items) and not _beside and not _boot:
-        _boot.append(Booting(Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))))
+        _boot.append(Booting(_boot_dir()))
+
+
+def _boot_dir() -> Path:
+    """Where this run boots the VM: the session that started it chose it, to stop the VM
+    should it have to end this run (``Beside.stop``)."""
+    given = os.environ.get(BOOT_DIR)
+    return Path(given) if given else Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -120,7 +127,7 @@ def guest() -> Guest:
     if running := os.environ.get(RUNNING):
         return Guest(Path(running))
     if not _boot:
-        _boot.append(Booting(Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))))
+        _boot.append(Booting(_boot_dir()))
     try:
         return _boot[0].wait()
     except GuestUnavailable as error:
