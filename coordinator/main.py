@@ -150,20 +150,24 @@ async def _serve_on_etcd(config: CoordinatorConfig) -> None:
     stopping = asyncio.ensure_future(stop_signal())
     bound = _url(listener.getsockname()[:2])
     try:
-        log.info(
-            "coordinator listening",
-            url=bound,
-            store=config.store_location,
-            lease_s=config.lease_seconds,
-            heartbeat_s=config.heartbeat_seconds,
-            leader_ttl_s=config.leader_ttl_seconds,
-        )
+        _say_listening(config, bound, leader_ttl_s=config.leader_ttl_seconds)
         async with systemd_watchdog():
             url = config.advertise_url.rstrip("/") or bound
             await serve_on_etcd(config, listener, url, stopping)
     finally:
         stopping.cancel()
         listener.close()
+
+
+def _say_listening(config: CoordinatorConfig, url: str, **more: object) -> None:
+    log.info(
+        "coordinator listening",
+        url=url,
+        store=config.store_location,
+        lease_s=config.lease_seconds,
+        heartbeat_s=config.heartbeat_seconds,
+        **more,
+    )
 
 
 def _url(address: tuple[str, int]) -> str:
@@ -185,13 +189,7 @@ async def _serve_alone(config: CoordinatorConfig) -> None:
         except OSError as error:
             raise ListenError(error.strerror or str(error)) from error
         url = _url(runner.addresses[0][:2])
-        log.info(
-            "coordinator listening",
-            url=url,
-            store=config.store_location,
-            lease_s=config.lease_seconds,
-            heartbeat_s=config.heartbeat_seconds,
-        )
+        _say_listening(config, url)
         notify("READY=1", f"STATUS=serving on {url}")
         async with systemd_watchdog():
             await stop_signal()

@@ -17,6 +17,7 @@ import msgspec
 from coordinator.errors import NotFound, UnusableNode
 from coordinator.placement import Node, PlacementError
 from coordinator.services.registry import NodeRecords
+from shared.api.nodes import NodeRecord
 from shared.inventory import Inventory
 from shared.quantity import QuantityError, parse_count, parse_memory
 
@@ -59,13 +60,18 @@ def registered_node(registry: NodeRecords, name: str, *, share_base: int) -> Nod
     record = registry.get(name)
     if record is None:
         raise NotFound(f"no node {name}")
-    problem = registry.unusable(name)
+    return usable_node(record, registry.unusable(name), share_base=share_base)
+
+
+def usable_node(record: NodeRecord, problem: str | None, *, share_base: int) -> Node:
+    """The node of ``record`` from its inventory; ``UnusableNode`` when ``problem`` says
+    its record breaks today's rules, or the placement engine cannot take it."""
     if problem is None:
         try:
-            return node_from_inventory(name, record.inventory, share_base=share_base)
+            return node_from_inventory(record.name, record.inventory, share_base=share_base)
         except PlacementError as error:
             problem = error.message
-    raise UnusableNode(name, problem)
+    raise UnusableNode(record.name, problem)
 
 
 def node_from_spec(spec: InlineNode, *, share_base: int) -> Node:

@@ -10,8 +10,8 @@ took 0.38 s) and its first decision makes no state (3,000 nodes took 0.9 s).
 from __future__ import annotations
 
 from coordinator.deployments.context import FreshStates, empty_state
-from coordinator.placement import PlacementError
-from coordinator.services.plan_nodes import node_from_inventory
+from coordinator.errors import UnusableNode
+from coordinator.services.plan_nodes import usable_node
 from coordinator.services.registry import NODE_PREFIX, loaded_record
 from coordinator.store import Event
 from coordinator.store.replica import Replica
@@ -49,12 +49,8 @@ class WarmNodes:
         record, problem = loaded_record(value)
         self._records[record.name] = (record, problem)
         self._fresh.pop(record.name, None)
-        if problem is not None:
-            return
         try:
-            offered = node_from_inventory(
-                record.name, record.inventory, share_base=self._share_base
-            )
-        except PlacementError:  # the decision that needs it says why
+            offered = usable_node(record, problem, share_base=self._share_base)
+        except UnusableNode:  # the decision that needs it says why
             return
         self._fresh[record.name] = (record.inventory, empty_state(offered, self._share_base))
