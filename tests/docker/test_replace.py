@@ -52,13 +52,15 @@ def test_a_replacement_swaps_in_and_a_failing_one_gives_the_old_container_back(
 
         swap = {"image": IMAGE, "command": ["sleep", "3601"]}
         second = api(url, f"/v1/containers/{first['id']}/replace", swap)["record"]
+        # The agent reports the swap done only once the old container is gone, and the
+        # coordinator commits its end after that report: wait for the commit.
         until(
-            lambda: not docker_ids(docker_client, first["id"]),
-            "the old container was never removed",
+            lambda: api(url, f"/v1/containers/{second['id']}")["record"]["replaces"] == "",
+            "the swap never ended",
         )
+        assert not docker_ids(docker_client, first["id"])
         (view,) = wait_until_running(url, 1)
         assert view["record"]["id"] == second["id"]
-        assert view["record"]["replaces"] == ""
         (second_docker,) = docker_ids(docker_client, second["id"])
         attrs = docker_client.api.inspect_container(second_docker)
         assert limits_in(attrs) == held  # the same allocation, the same limits
