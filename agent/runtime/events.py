@@ -20,8 +20,9 @@ from agent.runtime.docker_engine import EngineUnavailable
 
 
 async def follow_events(client: docker.DockerClient, node: str, wake: Callable[[], None]) -> None:
-    """Call ``wake`` (on the loop) for each event of this node's containers. Returns
-    when the engine ends the stream; raises ``EngineUnavailable`` if it cannot be read."""
+    """Call ``wake`` (on the loop) once the stream is open, since events may have been
+    missed before it was, then for each event of this node's containers. Returns when the
+    engine ends the stream; raises ``EngineUnavailable`` if it cannot be opened."""
     loop = asyncio.get_running_loop()
     # Not the runtime's bounded pool: this thread blocks for as long as the stream lasts.
     reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="docker-events")
@@ -30,6 +31,7 @@ async def follow_events(client: docker.DockerClient, node: str, wake: Callable[[
             stream = await loop.run_in_executor(reader, _open, client, node)
         except (DockerException, requests.RequestException) as error:
             raise EngineUnavailable(f"cannot read Docker events: {error}") from error
+        wake()
         try:
             await loop.run_in_executor(reader, _pump, stream, loop, wake)
         finally:

@@ -24,7 +24,9 @@ The rules (a container without an ``allot.id`` label is never touched):
   (``shared.restart_policy``) is started again (``Start.restart``), and a missing one
   created, at the pace of its crash loop (``restarts``; every creation and restart is a
   try): a try not yet due is a problem with the time it is due (``Work.retry_at``). One
-  that ran to completion is left exited. Docker's own restart policy is never used.
+  that ran to completion is left exited. Docker's own restart policy is never used. One
+  whose last start failed because the engine kept an object of its last run is made anew
+  at its next try (``KEPT_FROM_LAST_RUN``).
 
 A desired container N that ``replaces`` O (placement spec 10) is a swap, and O, though not
 desired, is kept until the swap ends:
@@ -294,6 +296,7 @@ def refusal(container: DesiredContainer, host: Host) -> str:
 
 REMOVED_OUTSIDE = "removed outside allot"
 NO_IN_PLACE_REMOVAL = "Docker cannot remove a memory limit in place"
+KEPT_FROM_LAST_RUN = "the engine kept its last run and refuses to start it again"
 
 
 def _work_for(
@@ -309,6 +312,9 @@ def _work_for(
         waiting = retries.wait(wanted.id, spec, "missing") if kept is None else None
         return waiting or _creation(wanted, kept, target, applied, host)
     restart = _restart(wanted, kept, retries)
+    kept_run = _kept_from_last_run(retries.loops.get(wanted.id))
+    if restart.actions and kept_run and not refusal(wanted, host):
+        return Work(wanted.id, _anew(wanted, kept, target, KEPT_FROM_LAST_RUN))
     work = _work_on(wanted, kept, target, applied, host, restart.actions)
     return replace(work, problem=work.problem or restart.problem, retry_at=restart.retry_at)
 
@@ -353,15 +359,31 @@ def _work_on(
         if why_not:
             problem = f"{NO_IN_PLACE_REMOVAL}, and the container cannot be made anew: {why_not}"
             return Work(wanted.id, start, problem)
-        anew = (
-            Remove(kept.docker_id, f"to be made anew: {NO_IN_PLACE_REMOVAL}"),
-            Create(wanted, target, recreated=NO_IN_PLACE_REMOVAL),
-        )
+        anew = _anew(wanted, kept, target, NO_IN_PLACE_REMOVAL)
         if drift:
             drift = (*drift, _recreated(NO_IN_PLACE_REMOVAL))
         return Work(wanted.id, anew, drift=drift)
     update = Update(kept.docker_id, target, changes, hand_made)
     return Work(wanted.id, (update, *start), drift=drift)
+
+
+def _anew(
+    wanted: DesiredContainer, kept: Observed, target: Settings, why: str
+) -> tuple[Action, ...]:
+    """Remove ``kept`` and make the container anew: a new Docker container (a new id)."""
+    remove = Remove(kept.docker_id, f"to be made anew: {why}")
+    return (remove, Create(wanted, target, recreated=why))
+
+
+def _kept_from_last_run(loop: CrashLoop | None) -> bool:
+    """True when the last try to start the container failed because the engine's runtime
+    still holds an object of its last run (containerd's task, runc's state), as after
+    the engine was restarted while the container was being stopped. Such a start never
+    succeeds; a container made anew has a new id, for which nothing was kept."""
+    return loop is not None and _KEPT_OBJECT.search(loop.failure) is not None
+
+
+_KEPT_OBJECT = re.compile(r"^start failed: .*(already exists|with id exists)")
 
 
 def _creation(

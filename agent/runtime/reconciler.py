@@ -228,11 +228,14 @@ class Runtime:
             notify("WATCHDOG=1")
 
     async def _follow_events(self) -> None:
-        """Keep reading the engine's events; a broken stream is opened again."""
+        """Keep reading the engine's events; a broken stream is opened again. A pass is
+        woken when the stream ends (the engine may be gone) and when it opens again (the
+        engine is back), not by each failed try to open it: while the engine is away,
+        passes keep to their backoff, and its return is seen within a retry's time."""
         while True:
             with contextlib.suppress(EngineUnavailable):
                 await follow_events(self.engine.client, self.options.node, self._wake.set)
-            self._wake.set()  # events may have been missed: look again
+                self._wake.set()
             await asyncio.sleep(EVENT_STREAM_RETRY_SECONDS)
 
     # -- one pass ------------------------------------------------------------------

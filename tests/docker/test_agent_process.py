@@ -79,8 +79,10 @@ async def agent_status(*args: str) -> str:
     return output.decode()
 
 
-def start_agent(tmp_path: Path, url: str, node: str, agents: list[Service]) -> Service:
-    agent = Service.agent(tmp_path, url, node)
+def start_agent(
+    tmp_path: Path, url: str, node: str, agents: list[Service], args: tuple[str, ...] = ()
+) -> Service:
+    agent = Service.agent(tmp_path, url, node, args=args)
     agents.append(agent.start())
     return agent
 
@@ -182,7 +184,10 @@ async def test_a_stopped_engine_degrades_the_node_until_it_returns(
     engine = EngineControl(docker_client, tmp_path / "dockerd.log")
     scripted, url = coordinator
     scripted.want(1, desired(2, policy="always"))
-    agent = start_agent(tmp_path, url, node, agents)
+    # A backoff far longer than the waits below: the engine's return is seen when the
+    # event stream opens again, not when the backoff after the last failed pass ends.
+    slow = ("--backoff-initial-seconds=60", "--backoff-max-seconds=60")
+    agent = start_agent(tmp_path, url, node, agents, args=slow)
     await eventually(lambda: running_all(scripted, 1, 2), within=30)
     try:
         await asyncio.to_thread(engine.stop)
@@ -194,8 +199,8 @@ async def test_a_stopped_engine_degrades_the_node_until_it_returns(
         await scripted.push(2, desired(3, shares=700, policy="always"))
     finally:
         await asyncio.to_thread(engine.start)
-    await eventually(lambda: scripted.last_status()["problems"] == [], within=60)
-    await eventually(lambda: running_all(scripted, 2, 3), within=60)
+    await eventually(lambda: scripted.last_status()["problems"] == [], within=15)
+    await eventually(lambda: running_all(scripted, 2, 3), within=30)
     found = managed(docker_client, node)
     assert [limits_in(found[f"svc-{i}"]).cpu_shares for i in range(3)] == [700, 701, 702]
     assert "docker engine unavailable" in agent.text()

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from agent.runtime.labels import spec_digest
 from agent.runtime.plan import (
+    KEPT_FROM_LAST_RUN,
     REMOVED_OUTSIDE,
     Action,
     Create,
@@ -509,6 +510,59 @@ def test_a_changed_spec_is_tried_at_once_whatever_the_loop_of_the_old_one() -> N
     retries = Retries(now=101.0, loops={"c1": loop})
     assert plan(by_id(new), [], {}, HOST, retries=retries) == [
         Work("c1", (Create(new, HOST.settings(new.limits)),))
+    ]
+
+
+# What dockerd 20.10 answered when the agent started a container again after the engine
+# was restarted while stopping it; and runc's form of the same.
+KEPT = [
+    "start failed: task 10c2867a9c5c: already exists",
+    'start failed: container "10c2867a9c5c": already exists',
+    "start failed: OCI runtime create failed: container with id exists: 10c2867a9c5c",
+]
+
+
+@pytest.mark.parametrize("failure", KEPT)
+def test_a_container_the_engine_kept_a_run_of_is_made_anew_at_its_next_try(failure: str) -> None:
+    wanted = desired(restart_policy="always", limits=Limits(cpu_shares=700))
+    loop = after_try(None, spec_digest(wanted), now=100.0, failure=failure)
+    retries = Retries(now=100.5, rules=RestartRules(initial_seconds=1.0), loops={"c1": loop})
+    found = observed(wanted, state="exited", exit_code=128, limits=Limits(cpu_shares=512))
+    (waiting,) = plan(by_id(wanted), [found], {}, HOST, retries=retries)
+    assert waiting.retry_at == 101.0  # its pace is kept, its limits are not
+    assert [type(action) for action in waiting.actions] == [Update]
+    (work,) = plan(by_id(wanted), [found], {}, HOST, retries=replace(retries, now=101.0))
+    assert work == Work(
+        "c1",
+        (
+            Remove("d1", f"to be made anew: {KEPT_FROM_LAST_RUN}"),
+            Create(wanted, HOST.settings(wanted.limits), recreated=KEPT_FROM_LAST_RUN),
+        ),
+    )
+    assert tries(work)  # the new container's try counts in the same loop
+
+
+@pytest.mark.parametrize(
+    "failure",
+    ["start failed: transport is closing: unavailable", "create failed: image already exists"],
+)
+def test_other_failures_are_started_again_in_place(failure: str) -> None:
+    wanted = desired(restart_policy="always")
+    loop = after_try(None, spec_digest(wanted), now=100.0, failure=failure)
+    retries = Retries(now=101.0, loops={"c1": loop})
+    found = observed(wanted, state="exited", exit_code=128)
+    assert plan(by_id(wanted), [found], {}, HOST, retries=retries) == [
+        Work("c1", (Start("d1", "exited with code 128", restart=True),))
+    ]
+
+
+def test_a_kept_run_of_a_container_that_cannot_be_made_anew_is_started_in_place() -> None:
+    wanted = desired(restart_policy="always", gpus=["GPU-gone"])
+    loop = after_try(None, spec_digest(wanted), now=100.0, failure=KEPT[0])
+    retries = Retries(now=101.0, loops={"c1": loop})
+    found = observed(wanted, state="exited", exit_code=128)
+    assert plan(by_id(wanted), [found], {}, HOST, retries=retries) == [
+        Work("c1", (Start("d1", "exited with code 128", restart=True),))
     ]
 
 
