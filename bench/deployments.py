@@ -89,15 +89,21 @@ async def clear(service: DeploymentService) -> None:
         await service.delete_deployment(deployment.namespace, deployment.spec.name)
 
 
-async def run(nodes: int, count: int, runs: int, directory: Path) -> None:
-    store = await SqliteStore.open(directory / "allot.db")
+async def service_on(store: SqliteStore, names: list[str]) -> DeploymentService:
+    """The deployment service over ``store``, with a ready node of ``host`` per name."""
     registry = await NodeRegistry.load(store, lease_seconds=3600.0)
     quotas = await QuotaService.load(store, share_base=100, settings=QuotaSettings())
     pools = await PoolService.load(store, PoolSettings())
     service = await DeploymentService.load(store, registry, quotas, pools, share_base=100)
-    names = [f"node-{i:04d}" for i in range(nodes)]
     for name in names:
         await registry.hello(name, inventory=host(name), address="127.0.0.1", agent_version="b")
+    return service
+
+
+async def run(nodes: int, count: int, runs: int, directory: Path) -> None:
+    store = await SqliteStore.open(directory / "allot.db")
+    names = [f"node-{i:04d}" for i in range(nodes)]
+    service = await service_on(store, names)
     print(f"{nodes} nodes of 24 CPUs, {count} containers of 1.7 CPU + 512 MiB, cpu-bind, AUTO")
 
     async def one_deployment() -> None:
@@ -109,7 +115,7 @@ async def run(nodes: int, count: int, runs: int, directory: Path) -> None:
 
     async def drain() -> None:
         moved = await service.drain(names[0])
-        if len(moved) != 24 or None in moved.values():
+        if len(moved.placed) != 24 or moved.waiting:
             raise SystemExit(f"the drain did not move the node's 24 containers: {moved}")
 
     best: dict[str, float] = {}

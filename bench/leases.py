@@ -216,9 +216,9 @@ async def _seed(directory: Path, containers: int) -> None:
     0.1 CPU and 256 MiB: 100 a node on nodes of 24 CPUs and 128 GiB, registered as an
     agent's hello registers them, in deployments ``web-<k>`` of 1,000 (container i of
     deployment i // 1,000 on node i % nodes). The records are the coordinator's own
-    (``stored`` allocation states, ``ContainerRecord``, ``DeploymentRecord``), committed
+    (``node_writes`` of allocation states, ``ContainerRecord``, ``DeploymentRecord``), committed
     100 nodes at a time."""
-    from coordinator.deployments.node_records import allocation_key, stored
+    from coordinator.deployments.node_records import node_writes
     from coordinator.deployments.records import container_key, deployment_key
     from coordinator.placement import Allocation, MiB, NodeState, Request
     from coordinator.placement.engine import memory_plan
@@ -276,7 +276,7 @@ async def _seed(directory: Path, containers: int) -> None:
             share_base=100,
             allocations={cid: Allocation(plan, resources) for cid in ids},
         )
-        puts[allocation_key(name)] = to_json(stored(state))
+        puts |= node_writes(None, state, inline=False)[0]
         for cid, k in ids.items():
             container = ContainerRecord(
                 id=cid,

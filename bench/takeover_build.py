@@ -34,13 +34,9 @@ sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").reso
 
 from aiohttp import web  # noqa: E402
 
-from bench.deployments import host  # noqa: E402
+from bench.deployments import service_on  # noqa: E402
 from coordinator.app import make_app  # noqa: E402
-from coordinator.config import CoordinatorConfig, PoolSettings, QuotaSettings  # noqa: E402
-from coordinator.deployments.service import DeploymentService  # noqa: E402
-from coordinator.services.pool_service import PoolService  # noqa: E402
-from coordinator.services.quota_service import QuotaService  # noqa: E402
-from coordinator.services.registry import NodeRegistry  # noqa: E402
+from coordinator.config import CoordinatorConfig  # noqa: E402
 from coordinator.store.replica import Replica  # noqa: E402
 from coordinator.store.sqlite import SqliteStore  # noqa: E402
 from coordinator.warm import Warm, WarmState  # noqa: E402
@@ -52,13 +48,7 @@ DEPLOY_SIZE = 500
 async def fill(store: SqliteStore, nodes: int, containers: int) -> float:
     """Seconds to register the nodes and deploy the containers."""
     started = time.perf_counter()
-    registry = await NodeRegistry.load(store, lease_seconds=3600.0)
-    quotas = await QuotaService.load(store, share_base=100, settings=QuotaSettings())
-    pools = await PoolService.load(store, PoolSettings())
-    service = await DeploymentService.load(store, registry, quotas, pools, share_base=100)
-    for index in range(nodes):
-        name = f"node-{index:05}"
-        await registry.hello(name, inventory=host(name), address="x", agent_version="bench")
+    service = await service_on(store, [f"node-{index:05}" for index in range(nodes)])
     resources = ResourcesSpec(cpu="0.01", memory="8Mi")
     for index in range(0, containers, DEPLOY_SIZE):
         count = min(DEPLOY_SIZE, containers - index)
@@ -91,7 +81,10 @@ async def measure(containers: int, nodes: int, runs: int) -> None:
             started = time.perf_counter()
             warm = Warm(replica, share_base=config.share_base)
             builds.append(time.perf_counter() - started)
-            warm_starts.append(await start(config, replica, warm.take()))
+            kept = warm.take()
+            if kept is None:
+                raise SystemExit("the standby's kept state failed to follow the store")
+            warm_starts.append(await start(config, replica, kept))
             cold_starts.append(await start(config, replica, None))
         await replica.close()  # and the store
     warm_s, cold_s = min(warm_starts), min(cold_starts)

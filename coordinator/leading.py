@@ -102,13 +102,14 @@ async def _lead(
         fenced = FencedStore(
             replica, LEADER_KEY, won.won_at, witness=replica.store, on_deposed=deposed.set_result
         )
-        app = make_app(config, store=fenced, warm=None if warm is None else warm.take())
+        kept = None if warm is None else warm.take()
+        app = make_app(config, store=fenced, warm=kept)
         async with _serving(app, listener, shutdown_s=5.0):
             log.warning(
                 "leading",
                 url=url,
                 revision=replica.revision,
-                state="kept by this standby" if warm else "read from the store",
+                state="kept by this standby" if kept else "read from the store",
                 took_s=round(time.monotonic() - started, 3),
             )
             notify("READY=1", "STATUS=leader")
@@ -141,9 +142,9 @@ def _kept_warm(replica: Replica, share_base: int) -> Warm:
 async def _compact_history(store: ClusterStore, every: float) -> None:
     """Every ``every`` seconds, compact etcd's history up to the revision of the round
     before: etcd keeps every revision until compacted, and a fill to 100,000 containers
-    (each commit rewriting the touched nodes' allocation records) raised etcd's NOSPACE
-    alarm (its 2 GB quota) within minutes, after which it refuses every write. A standby's
-    watch needs seconds of history; one further behind reads a snapshot again."""
+    (when each commit rewrote the touched nodes' whole allocation records) raised etcd's
+    NOSPACE alarm (its 2 GB quota) within minutes, after which it refuses every write. A
+    standby's watch needs seconds of history; one further behind reads a snapshot again."""
     if every <= 0:
         return
     previous = store.revision

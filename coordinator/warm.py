@@ -4,7 +4,8 @@ the node records (with the nodes). The rest (leases, quotas, pools, events) is l
 from the replica when elected.
 
     warm = Warm(replica, share_base=100)   # O(the store), the event loop held meanwhile
-    state = warm.take()          # elected: WarmState; no longer followed
+    state = warm.take()          # elected: WarmState, no longer followed; None if
+                                 # following the store failed (a takeover then reads it)
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class Warm:
         self._books = WarmBooks(replica)
         self._nodes = WarmNodes(replica, share_base=share_base)
 
-    def take(self) -> WarmState:
-        nodes, fresh = self._nodes.take()
-        return WarmState(self._books.take(), nodes, fresh)
+    def take(self) -> WarmState | None:
+        nodes, books = self._nodes.take(), self._books.take()
+        if nodes is None or books is None:
+            return None
+        return WarmState(books, *nodes)

@@ -55,6 +55,9 @@ class Books:
         # containers), which only grows and goes to its agent.
         self.allocation_revision: dict[str, int] = {}
         self.node_revision: dict[str, int] = {}
+        # Nodes whose stored header still holds their allocations inline (stored before
+        # each had a key of its own): their next write stores every allocation.
+        self.inline_allocations: set[str] = set()
         self._by_node: defaultdict[str, set[str]] = defaultdict(set)
         self._by_deployment: defaultdict[DeploymentKey, set[str]] = defaultdict(set)
         self._by_namespace: defaultdict[str, set[str]] = defaultdict(set)

@@ -1,7 +1,8 @@
 """The store keys of deployments and containers: ``/deployments/<namespace>/<name>``,
-``/containers/<id>``, ``/pending/<id>``, ``/allocations/<node>`` (``node_records``). The
-values are the API's ``DeploymentRecord`` and ``ContainerRecord`` (``shared.api``), and
-``PendingRecord``, which the API shows as a ``ContainerRecord`` on no node."""
+``/containers/<id>``, ``/pending/<id>``, and ``/allocations/<node>`` with
+``/allocations/<node>/<id>`` (``node_records``). The values are the API's
+``DeploymentRecord`` and ``ContainerRecord`` (``shared.api``), and ``PendingRecord``,
+which the API shows as a ``ContainerRecord`` on no node."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from coordinator.deployments.books import Books
 from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.draft import Draft
-from coordinator.deployments.node_records import allocation_key, stored
+from coordinator.deployments.node_records import allocation_key, node_writes
 from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import container_key, deployment_key, pending_key
 from coordinator.services.events import EventLog, Note
@@ -197,12 +197,18 @@ class Sequencer:
             Compare(allocation_key(node), books.allocation_revision.get(node, 0))
             for node in sorted(batch.nodes)
         )
-        puts = {allocation_key(n): to_json(stored(s)) for n, s in batch.nodes.items()}
+        puts: dict[str, bytes] = {}
+        deletes: list[str] = []
+        for node, state in batch.nodes.items():
+            inline = node in books.inline_allocations
+            node_puts, node_deletes = node_writes(books.nodes.get(node), state, inline=inline)
+            puts |= node_puts
+            deletes += node_deletes
         puts |= {container_key(cid): to_json(r) for cid, r in batch.containers.items()}
         puts |= {deployment_key(*key): to_json(d) for key, d in batch.deployments.items()}
         puts |= {pending_key(cid): to_json(p) for cid, p in batch.pending.items()}
         puts |= {CORDON_PREFIX + n: b"{}" for n, on in batch.cordons.items() if on}
-        deletes = [container_key(cid) for cid in batch.removed]
+        deletes += [container_key(cid) for cid in batch.removed]
         deletes += [deployment_key(*key) for key in batch.removed_deployments]
         deletes += [pending_key(cid) for cid in batch.unpending]
         deletes += [CORDON_PREFIX + n for n, on in batch.cordons.items() if not on]
@@ -227,6 +233,7 @@ class Sequencer:
                 {"nodes": sorted(batch.nodes)},
             )
         self._context.quotas.apply(batch.quotas)
+        books.inline_allocations.difference_update(batch.nodes)
         touched = books.apply(batch, result.revision)
         books.keep_preemptions(preemptions)
         self._events.confirm(staged)

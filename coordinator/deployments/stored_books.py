@@ -3,7 +3,8 @@ watch by a standby coordinator, so that taking over costs no reading at all.
 
     books = await read_books(store)            # O(what the store holds)
     warm = WarmBooks(replica)                  # the same, then each transaction the watch brings
-    books = warm.take()                        # elected: the books, no longer followed
+    books = warm.take()                        # elected: the books, no longer followed (None
+                                               # if following one transaction failed)
 
 A transaction's events become one ``Decision`` (``change_of``) applied at its revision,
 exactly as the leader applied it after committing; the books a standby takes are those
@@ -13,13 +14,22 @@ own (nodes, leases, quotas, events) are passed over.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 
 import msgspec
 
 from coordinator.deployments.books import Books
 from coordinator.deployments.decision import Decision
-from coordinator.deployments.node_records import ALLOCATION_PREFIX, StoredNode, loaded
+from coordinator.deployments.node_records import (
+    ALLOCATION_PREFIX,
+    StoredAllocation,
+    StoredNode,
+    header,
+    loaded,
+    loaded_allocation,
+    parse_key,
+)
 from coordinator.deployments.records import (
     CONTAINER_PREFIX,
     DEPLOYMENT_PREFIX,
@@ -27,6 +37,7 @@ from coordinator.deployments.records import (
     PendingRecord,
 )
 from coordinator.deployments.sequencer import CORDON_PREFIX, PREEMPTIONS_KEY
+from coordinator.placement import Allocation, NodeState
 from coordinator.quotas import PreemptionRecord
 from coordinator.store import Entry, Event, Store
 from coordinator.store.replica import Replica
@@ -42,6 +53,9 @@ PREFIXES = (ALLOCATION_PREFIX, CONTAINER_PREFIX, PENDING_PREFIX, CORDON_PREFIX, 
 _FOLLOWED = (*PREFIXES, PREEMPTIONS_KEY)
 
 _decode_node: msgspec.json.Decoder[StoredNode] = json_decoder(StoredNode)
+_decode_allocations: msgspec.json.Decoder[list[StoredAllocation]] = json_decoder(
+    list[StoredAllocation]
+)
 _decode_container: msgspec.json.Decoder[ContainerRecord] = json_decoder(ContainerRecord)
 _decode_pending: msgspec.json.Decoder[PendingRecord] = json_decoder(PendingRecord)
 _stored_deployment = StoredDecoder(DeploymentRecord)
@@ -62,14 +76,15 @@ async def read_books(store: Store) -> Books:
 def _books_of(entries: list[Entry]) -> Books:
     books = Books()
     books.apply(change_of((_put(entry) for entry in entries), books), 0)
-    # The revisions are the store's, not the 0 the apply stamped: each allocation key's,
-    # and each node's desired state's (its allocation's or any of its containers').
+    # The revisions are the store's, not the 0 the apply stamped: each node header's,
+    # and each node's desired state's (its allocations' or any of its containers').
     allocations: dict[str, int] = {}
     revisions: dict[str, int] = {}
     for entry in entries:
         if entry.key.startswith(ALLOCATION_PREFIX):
-            node = entry.key.removeprefix(ALLOCATION_PREFIX)
-            allocations[node] = entry.mod_revision
+            node, container_id = parse_key(entry.key)
+            if not container_id:
+                allocations[node] = entry.mod_revision
         elif entry.key.startswith(CONTAINER_PREFIX):
             container_id = entry.key.removeprefix(CONTAINER_PREFIX)
             held = books.containers.get(container_id) or books.replaced[container_id]
@@ -85,13 +100,11 @@ def change_of(events: Iterable[Event], books: Books) -> Decision:
     """What ``events`` (of one transaction, or every key's put) change in ``books``.
     Preemption records are kept at once: they are no part of a ``Decision``."""
     change = Decision()
+    of_nodes: defaultdict[str, list[Event]] = defaultdict(list)
     for event in events:
         key = event.key
         if key.startswith(ALLOCATION_PREFIX):
-            # The coordinator never deletes a node's allocation record.
-            if not event.deleted:
-                state = loaded(_decode_node.decode(event.value))
-                change.nodes[state.name] = state
+            of_nodes[parse_key(key)[0]].append(event)
         elif key.startswith(CONTAINER_PREFIX):
             container_id = key.removeprefix(CONTAINER_PREFIX)
             if not event.deleted:
@@ -119,7 +132,50 @@ def change_of(events: Iterable[Event], books: Books) -> Decision:
             change.put_deployment((deployment.namespace, deployment.spec.name), deployment)
         elif key == PREEMPTIONS_KEY:
             books.keep_preemptions([] if event.deleted else _decode_preemptions.decode(event.value))
+    for node, node_events in of_nodes.items():
+        state = _node_state(node, node_events, books)
+        if state is not None:
+            change.nodes[node] = state
     return change
+
+
+def _node_state(node: str, events: list[Event], books: Books) -> NodeState | None:
+    """The node's state once ``events`` (its header's and allocations') are applied to
+    the one ``books`` hold. A header holding its allocations inline holds all of them;
+    the first header after it that does not comes with every allocation's key. Notes in
+    ``books`` which nodes' headers hold them inline."""
+    head: StoredNode | None = None
+    put: dict[str, bytes] = {}
+    gone: set[str] = set()
+    for event in events:
+        container_id = parse_key(event.key)[1]
+        if not container_id:
+            if not event.deleted:  # the coordinator never deletes a header
+                head = _decode_node.decode(event.value)
+        elif event.deleted:
+            gone.add(container_id)
+        else:
+            put[container_id] = event.value
+    # One decoder call for the node, not one for each allocation (a load decodes them all).
+    puts = zip(put, _decode_allocations.decode(b"[" + b",".join(put.values()) + b"]"), strict=True)
+    before = books.nodes.get(node)
+    kept: dict[str, Allocation]
+    if head is None:  # the coordinator writes a node's header with its allocations
+        if before is None:
+            log.warning("allocations of a node without a header", node=node)
+            return None
+        head, kept = header(before), dict(before.allocations)
+    elif not head.allocations_apart:
+        kept = {}  # the header holds every allocation
+        books.inline_allocations.add(node)
+    else:
+        fresh = before is None or node in books.inline_allocations  # every key comes
+        kept = {} if fresh or before is None else dict(before.allocations)
+        books.inline_allocations.discard(node)
+    for container_id in gone:
+        kept.pop(container_id, None)
+    kept.update((cid, loaded_allocation(a, head.share_base)) for cid, a in puts)
+    return loaded(head, kept)
 
 
 class WarmBooks:
@@ -136,8 +192,11 @@ class WarmBooks:
         self._books = _books_of(entries)
         replica.listen(self._follow)
 
-    def take(self) -> Books:
-        """The books, as of every transaction the replica has told; no longer followed."""
+    def take(self) -> Books | None:
+        """The books, as of every transaction the replica has told, no longer followed;
+        None if following one failed (then the replica has dropped them)."""
+        if not self._replica.told(self._follow):
+            return None
         self._replica.unlisten(self._follow)
         return self._books
 

@@ -4,7 +4,8 @@ took 0.38 s) and its first decision makes no state (3,000 nodes took 0.9 s).
 
     warm = WarmNodes(replica, share_base=100)
     records, fresh = warm.take()     # elected: [(record, why unusable or None)] and the
-                                     # states (Context.fresh); no longer followed
+                                     # states (Context.fresh); no longer followed (None if
+                                     # following failed)
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ class WarmNodes:
             self._put(entry.value)
         replica.listen(self._follow)
 
-    def take(self) -> tuple[list[Loaded], FreshStates]:
+    def take(self) -> tuple[list[Loaded], FreshStates] | None:
+        """The records and states, no longer followed; None if following failed."""
+        if not self._replica.told(self._follow):
+            return None
         self._replica.unlisten(self._follow)
         return [self._records[name] for name in sorted(self._records)], self._fresh
 

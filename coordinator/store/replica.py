@@ -74,6 +74,11 @@ class Replica:
     def unlisten(self, listener: Listener) -> None:
         self._listeners.remove(listener)
 
+    def told(self, listener: Listener) -> bool:
+        """True while ``listener`` is told each transaction: it was listening and never
+        raised."""
+        return listener in self._listeners
+
     async def caught_up(self, revision: int) -> None:
         """Return once every change up to ``revision`` is in memory."""
         async with self._advanced:
@@ -147,8 +152,12 @@ class Replica:
             await self._advance(revision)
 
     def _tell(self, events: list[Event]) -> None:
-        for listener in self._listeners:
-            listener(events)
+        for listener in list(self._listeners):
+            try:
+                listener(events)
+            except Exception:  # the replica goes on: a standby waits for it to catch up
+                log.exception("a follower of the store failed; it is told no more")
+                self._listeners.remove(listener)
 
     def _apply(self, events: list[Event]) -> None:
         for event in events:

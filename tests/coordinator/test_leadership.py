@@ -16,6 +16,7 @@ from coordinator.store import Compare, Txn
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.fenced import REFUSED_BY_THE_FENCE, Deposed, FencedStore
 from coordinator.store.replica import Replica
+from coordinator.warm import Warm
 from tests.coordinator.store_engines import etcd_settings
 
 
@@ -40,6 +41,24 @@ async def following(store: EtcdStore) -> AsyncIterator[Replica]:
 
 
 # --- the replica ------------------------------------------------------------------------
+
+
+async def test_a_follower_that_fails_is_dropped_and_the_replica_goes_on(
+    prefix_stores: list[EtcdStore],
+) -> None:
+    """A standby whose kept state cannot follow a transaction (here a record it cannot
+    decode) keeps following the store, and its takeover reads the store instead."""
+    writer, follower, _ = prefix_stores
+    async with following(follower) as replica:
+        warm = Warm(replica, share_base=100)
+        told: list[list[str]] = []
+        replica.listen(lambda events: told.append([e.key for e in events]))
+        broken = await writer.commit(Txn(puts={"/allocations/n1": b"{not json"}))
+        await replica.caught_up(broken.revision)
+        later = await writer.commit(Txn(puts={"/x": b"1"}))
+        await replica.caught_up(later.revision)
+        assert told == [["/allocations/n1"], ["/x"]]
+        assert warm.take() is None
 
 
 async def test_a_replica_holds_what_was_there_and_follows_what_others_write(

@@ -44,8 +44,8 @@ async def assert_memory_is_the_store(cluster: Coordinator) -> None:
     assert sorted(allocation["containers"]) == sorted(
         value["id"] for value in stored_containers.values()
     )
-    stored_allocation = await cluster.stored("/allocations/node-a")
-    held = next(iter(stored_allocation.values()))["allocations"] if stored_allocation else {}
+    stored_allocations = await cluster.stored("/allocations/node-a/")
+    held = [key.removeprefix("/allocations/node-a/") for key in stored_allocations]
     assert sorted(held) == sorted(allocation["containers"])
 
 
