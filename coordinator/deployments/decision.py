@@ -96,6 +96,22 @@ class Decision:
             or self.unpending
         )
 
+    def operations(self) -> int:
+        """At most how many keys committing this writes or deletes: a container's record
+        and its allocation, a note's event and the oldest one it pushes out, one key for
+        each other write (a node's header, a deployment, ...). O(1)."""
+        return (
+            len(self.nodes)
+            + 2 * (len(self.containers) + len(self.removed) + len(self.notes))
+            + len(self.deployments)
+            + len(self.removed_deployments)
+            + len(self.cordons)
+            + len(self.quotas)
+            + len(self.pending)
+            + len(self.unpending)
+            + bool(self.preemptions)
+        )
+
     def may_make_room(self) -> bool:
         """Whether pending containers may fit once this is applied: something was removed,
         a node uncordoned or grown, or a quota written."""

@@ -57,6 +57,11 @@ PREEMPTIONS_KEY = "/preemptions"
 # At most this many deciders in one batch: each starts from a copy of the batch so far,
 # so a batch costs O(deciders x its size); 256 small decisions copy in well under 10 ms.
 MOST_PER_BATCH = 256
+# A batch stops growing before its writes pass this (``Decision.operations``), so that
+# concurrent large deployments commit one after another rather than fail together: etcd
+# refuses a transaction over its --max-txn-ops, which the README has set to 10,000 (a
+# 1,000-container deployment is about 4,100). A decision larger on its own goes alone.
+MOST_OPERATIONS_PER_BATCH = 9_000
 
 
 class Refused(Exception):
@@ -148,7 +153,10 @@ class Sequencer:
         try:
             context = self._context.frozen()
             loop = asyncio.get_running_loop()
-            batch, answers = await loop.run_in_executor(self._thread, self._decide, queued, context)
+            batch, answers, later = await loop.run_in_executor(
+                self._thread, self._decide, queued, context
+            )
+            self._queue[:0] = later  # ahead of any queued since: they came before
             if not batch.is_empty():
                 await self._commit(batch)
         except BaseException as error:  # every caller hears of it; none waits for ever
@@ -166,12 +174,16 @@ class Sequencer:
             else:
                 future.set_exception(refusal)
 
-    def _decide(self, queued: list[Queued], context: Context) -> tuple[Decision, list[Answer]]:
-        """Run each decider on the books and the batch before it; the batch, and each
-        caller's answer or error (answered once the batch is committed)."""
+    def _decide(
+        self, queued: list[Queued], context: Context
+    ) -> tuple[Decision, list[Answer], list[Queued]]:
+        """Run each decider on the books and the batch before it; the batch, each
+        caller's answer or error (answered once the batch is committed), and the deciders
+        left for a later batch: from the first whose writes would take the batch past
+        ``MOST_OPERATIONS_PER_BATCH``, decided again then (its draft is thrown away)."""
         batch = Decision()
         answers: list[Answer] = []
-        for decider, future, preview in queued:
+        for index, (decider, future, preview) in enumerate(queued):
             if future.done():  # its caller is gone: never accepted, so never decided
                 continue
             draft = Draft(self._books, context, batch.copy())
@@ -186,10 +198,14 @@ class Sequencer:
             except Exception as error:
                 answers.append((future, None, error))
                 continue
-            if not preview:
-                batch = draft.change
+            if preview:
+                answers.append((future, value, None))
+                continue
+            if draft.change.operations() > MOST_OPERATIONS_PER_BATCH and not batch.is_empty():
+                return batch, answers, queued[index:]
+            batch = draft.change
             answers.append((future, value, None))
-        return batch, answers
+        return batch, answers, []
 
     async def _commit(self, batch: Decision) -> None:
         books = self._books

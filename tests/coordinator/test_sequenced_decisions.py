@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from coordinator.deployments import sequencer
 from coordinator.keys import DEPLOYMENTS, STORE
 from coordinator.store import StoreError, Txn, TxnResult
 from tests.coordinator.conftest import Coordinator, register
@@ -92,6 +93,33 @@ async def test_decisions_sent_at_once_share_commits(
     assert [status for status, _ in answers] == [201] * 30
     assert sum(1 for txn in commits for key in txn.puts if key.startswith("/deployments/")) == 30
     assert len(commits) < 30, f"{len(commits)} commits for 30 decisions"
+
+
+async def test_decisions_that_would_pass_the_stores_limit_together_commit_apart(
+    cluster: Coordinator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch stops before its writes pass the bound, as a burst of 1,000-container
+    deployments would pass etcd's --max-txn-ops: each is committed, in more batches,
+    and memory equals the store."""
+    monkeypatch.setattr(sequencer, "MOST_OPERATIONS_PER_BATCH", 60)
+    await register(cluster, "node-a")
+    store = cluster.app[STORE]
+    commit, sizes = store.commit, []
+
+    async def counting(txn: Txn) -> TxnResult:
+        if any(key.startswith("/deployments/") for key in txn.puts):
+            sizes.append(len(txn.compares) + len(txn.puts) + len(txn.deletes))
+        return await commit(txn)
+
+    monkeypatch.setattr(store, "commit", counting)
+    path = f"/v1/namespaces/{NAMESPACE}/deployments"
+    answers = await asyncio.gather(  # 4 containers each: about 20 writes
+        *(call(cluster, "POST", path, tiny(f"d{i}") | {"count": 4}) for i in range(12))
+    )
+    assert [status for status, _ in answers] == [201] * 12
+    assert 12 / 3 <= len(sizes) < 12, sizes  # at most 3 a batch, and still batched
+    assert max(sizes) <= 60, sizes
+    await assert_memory_is_the_store(cluster)
 
 
 async def test_a_failed_commit_changes_nothing_in_memory(
