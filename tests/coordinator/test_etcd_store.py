@@ -8,12 +8,17 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
+import msgspec
 import pytest
 
+from bench.deployments import host
 from bench.etcd_cluster import MAX_TXN_OPS, EtcdCluster
+from coordinator.services.registry import NodeRegistry
 from coordinator.store import StoreError, Txn
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
+from shared.api.deployments import DeploymentSpec, ResourcesSpec
+from tests.coordinator.deployments.test_indexes import load
 from tests.coordinator.store_engines import etcd_settings
 
 
@@ -62,6 +67,29 @@ async def test_a_transaction_over_max_txn_ops_is_refused_clearly(etcd: EtcdStore
 
     assert await etcd.range("") == []
     assert (await etcd.commit(Txn(puts={"/after": b""}))).revision == before + 1
+
+
+async def test_large_deployments_sent_together_fit_etcds_transaction_limit(
+    etcd: EtcdStore,
+) -> None:
+    """Six 1,000-container deployments at once: folded into one transaction they are
+    18,112 operations, over the session cluster's --max-txn-ops, and all six were
+    refused. The sequencer's bound keeps each transaction under it: all six are placed,
+    and a fresh load of the store holds them."""
+    service = await load(etcd)
+    registry = service._context.registry
+    assert isinstance(registry, NodeRegistry)
+    for i in range(100):
+        await registry.hello(f"n{i}", inventory=host(f"n{i}"), address="x", agent_version="t")
+    resources = ResourcesSpec(cpu="0.01", memory="8Mi")
+    specs = [DeploymentSpec(name=f"w{i}", image="busybox", count=1000, resources=resources)]
+    specs += [msgspec.structs.replace(specs[0], name=f"w{i}") for i in range(1, 6)]
+    placed = await asyncio.gather(*(service.deploy("team-a", spec) for spec in specs))
+    assert [len(outcome.containers) for outcome in placed] == [1000] * 6
+    again = await load(etcd)
+    assert again.containers() == service.containers()
+    await again.close()
+    await service.close()
 
 
 async def test_the_cluster_keeps_deciding_with_one_member_of_three_killed(

@@ -35,6 +35,7 @@ from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
 from coordinator.services.warm_nodes import WarmNodes
+from coordinator.store import Store
 from coordinator.store.replica import Replica
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
@@ -104,7 +105,7 @@ def spec(name: str, count: int, cpu_bind: bool) -> DeploymentSpec:
     )
 
 
-async def load(store: SqliteStore, clock: list[float] | None = None) -> DeploymentService:
+async def load(store: Store, clock: list[float] | None = None) -> DeploymentService:
     """The service over ``store``; its node leases run on ``clock[0]`` (seconds)."""
     ticks = clock or [0.0]
     registry = await NodeRegistry.load(
