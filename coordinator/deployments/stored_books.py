@@ -168,9 +168,9 @@ def _node_state(node: str, events: list[Event], books: Books) -> NodeState | Non
     elif not head.allocations_apart:
         kept = {}  # the header holds every allocation
         books.inline_allocations.add(node)
-    else:
-        fresh = before is None or node in books.inline_allocations  # every key comes
-        kept = {} if fresh or before is None else dict(before.allocations)
+    else:  # after no header or an inline one, every allocation's key comes with it
+        inline = node in books.inline_allocations
+        kept = dict(before.allocations) if before is not None and not inline else {}
         books.inline_allocations.discard(node)
     for container_id in gone:
         kept.pop(container_id, None)
@@ -195,10 +195,7 @@ class WarmBooks:
     def take(self) -> Books | None:
         """The books, as of every transaction the replica has told, no longer followed;
         None if following one failed (then the replica has dropped them)."""
-        if not self._replica.told(self._follow):
-            return None
-        self._replica.unlisten(self._follow)
-        return self._books
+        return self._books if self._replica.unlisten(self._follow) else None
 
     def _follow(self, events: list[Event]) -> None:
         ours = [event for event in events if event.key.startswith(_FOLLOWED)]

@@ -33,9 +33,8 @@ class WarmNodes:
 
     def take(self) -> tuple[list[Loaded], FreshStates] | None:
         """The records and states, no longer followed; None if following failed."""
-        if not self._replica.told(self._follow):
+        if not self._replica.unlisten(self._follow):
             return None
-        self._replica.unlisten(self._follow)
         return [self._records[name] for name in sorted(self._records)], self._fresh
 
     def _follow(self, events: list[Event]) -> None:

@@ -71,13 +71,12 @@ class Replica:
         revision order, each batch before ``caught_up`` of its revision returns."""
         self._listeners.append(listener)
 
-    def unlisten(self, listener: Listener) -> None:
+    def unlisten(self, listener: Listener) -> bool:
+        """Tell ``listener`` no more; False if it was no longer told (it raised)."""
+        if listener not in self._listeners:
+            return False
         self._listeners.remove(listener)
-
-    def told(self, listener: Listener) -> bool:
-        """True while ``listener`` is told each transaction: it was listening and never
-        raised."""
-        return listener in self._listeners
+        return True
 
     async def caught_up(self, revision: int) -> None:
         """Return once every change up to ``revision`` is in memory."""
