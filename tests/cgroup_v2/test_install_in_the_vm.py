@@ -195,6 +195,28 @@ def test_install_run_twice_changes_nothing(installed: Guest) -> None:
     assert not [line for line in said.splitlines() if line.split()[1] in changes], said
 
 
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ("", "say what this host runs: --coordinator, --agent or both"),
+        ("--agent --node-cert /etc/allot/api-token", "--node-cert and --node-key go together"),
+        ("--coordinator --wheels /nowhere", "--wheels /nowhere: no such directory"),
+        ("--coordinator --wheels /etc/allot", "--wheels /etc/allot holds no allot-*.whl"),
+        ("--agent --ca-file /nowhere/ca.pem", "/nowhere/ca.pem: no such file, or not readable"),
+        ("--coordinator --agnet", "unknown argument --agnet"),
+    ],
+    ids=["no-role", "cert-without-key", "no-wheelhouse", "empty-wheelhouse", "no-ca", "typo"],
+)
+def test_install_refuses_bad_arguments_and_changes_nothing(
+    installed: Guest, arguments: str, says: str
+) -> None:
+    before = installed.sh(SNAPSHOT)
+    said = installed.sh(f"/allot/scripts/install {arguments} 2>&1; echo status=$?")
+    assert said.startswith(f"install: {says}"), said
+    assert said.endswith("\nstatus=1\n"), said
+    assert installed.sh(SNAPSHOT) == before
+
+
 def test_install_uninstall_leaves_no_unit_and_keeps_the_config(installed: Guest) -> None:
     config = installed.sh("sha256sum /etc/allot/*.toml /etc/allot/*-token")
     installed.sh("/allot/scripts/install --uninstall")
