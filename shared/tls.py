@@ -94,6 +94,9 @@ def _load(context: ssl.SSLContext, cert_file: str, key_file: str, client_ca_file
 
 
 def _load_chain(context: ssl.SSLContext, cert_file: str, key_file: str) -> None:
+    _check_readable(cert_file, "certificate")
+    if key_file:
+        _check_readable(key_file, "key")
     try:
         context.load_cert_chain(cert_file, key_file or None)
     except ssl.SSLError as error:  # before OSError, its base class
@@ -103,6 +106,15 @@ def _load_chain(context: ssl.SSLContext, cert_file: str, key_file: str) -> None:
         ) from None
     except OSError as error:
         raise TlsError(_reason(error)) from None
+
+
+def _check_readable(path: str, what: str) -> None:
+    """Name the file that cannot be read: ``load_cert_chain`` says only "No such file"."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as error:
+        raise TlsError(f"{what} file {path}: {error.strerror or error}") from None
 
 
 def _reason(error: OSError) -> str:
