@@ -11,6 +11,7 @@ import signal
 import ssl
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bench.etcd_cluster import EtcdCluster, free_ports
 from client.leases import LeaseClient
+from tests.coordinator.store_engines import etcd_settings
+from tests.e2e.conftest import etcd_flags
 from tests.e2e.processes import API_TOKEN, BIN, JOIN_TOKEN, LEASE_SECONDS, Service
 from tests.polling import eventually
 
@@ -199,3 +203,44 @@ def test_a_node_certificate_is_the_only_node_its_agent_may_be(
     anonymous = start_agent(tmp_path, services, url, "c", ca, token=JOIN_TOKEN)
     refused = anonymous.wait_for(r"cannot register with coordinator reason=.*")
     assert "client certificate" in refused.group(0)
+
+
+def test_coordinators_on_etcd_serve_tls_and_a_standby_names_the_https_leader(
+    tmp_path: Path, services: list[Service], etcd_cluster: EtcdCluster
+) -> None:
+    pki = make_pki(tmp_path / "pki")
+    settings = etcd_settings(etcd_cluster)
+    urls = []
+    for index, port in enumerate(free_ports(2)):
+        directory = tmp_path / f"coordinator-{index}"
+        directory.mkdir()
+        flags = (
+            *etcd_flags(settings),
+            "--leader-ttl-seconds=3",
+            f"--tls-cert-file={pki / 'server.pem'}",
+            f"--tls-key-file={pki / 'server-key.pem'}",
+        )
+        coordinator = Service.coordinator(directory, port=port, args=flags).start()
+        services.append(coordinator)
+        urls.append(coordinator.wait_for(r"coordinator listening url=(\S+)").group(1))
+        coordinator.wait_for(r"INFO standby |WARNING leading ")
+    leader, standby = urls
+    assert leader.startswith("https://127.0.0.1:")
+    services[1].wait_for(rf"INFO standby leader={leader}")
+
+    context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(standby + "/readyz", timeout=10, context=context)
+    assert answer.value.code == 503
+    assert json.loads(answer.value.read())["leader"] == leader
+
+    agent = start_agent(
+        tmp_path,
+        services,
+        f"{standby},{leader}",
+        "follower",
+        f"--tls-ca-file={pki / 'ca.pem'}",
+        token=JOIN_TOKEN,
+    )
+    agent.wait_for(rf"registered with coordinator node=follower url={leader} ")
+    assert api(leader, "/v1/nodes/follower", pki / "ca.pem")["state"] == "ready"
