@@ -17,9 +17,10 @@ import pytest
 from aiohttp import web
 
 from coordinator.app import make_app
+from coordinator.standby import make_standby_app
 from coordinator.tls_files import client_leaf, make_ca, make_leaf, node_leaf, server_leaf
 from shared.protocol import SUBPROTOCOL
-from shared.tls import client_context
+from shared.tls import client_context, server_context
 from tests.coordinator.conftest import (
     API_TOKEN,
     NAMESPACE,
@@ -233,3 +234,31 @@ async def test_agents_and_impostors_at_once(secured: Coordinator, pki: Path) -> 
     listed = (await secured.get_json("/v1/nodes"))["nodes"]
     assert sorted(n["name"] for n in listed) == nodes
     await secured.assert_nodes_match_store()
+
+
+async def test_a_standby_with_a_client_ca_names_the_leader_to_certified_agents_only(
+    pki: Path,
+) -> None:
+    async def leader_url() -> str:
+        return "https://leader.example:7600"
+
+    app = make_standby_app("", leader_url, client_ca=True)
+    served = server_context(
+        str(pki / "server.pem"), str(pki / "server-key.pem"), str(pki / "ca.pem")
+    )
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=served).start()
+        url = f"https://127.0.0.1:{runner.addresses[0][1]}/v1/agent"
+        async with aiohttp.ClientSession() as http:
+            ws = await http.ws_connect(url, protocols=(SUBPROTOCOL,), ssl=node_context(pki, "a"))
+            sent_on = await receive_frame(ws)
+            assert (sent_on["code"], sent_on["leader"]) == ("not_leader", await leader_url())
+            await ws.close()
+            anonymous = node_context(pki, "", ca_only=True)
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(url, protocols=(SUBPROTOCOL,), ssl=anonymous)
+            assert refused.value.status == 401
+    finally:
+        await runner.cleanup()
