@@ -57,11 +57,13 @@ def config_path() -> Path:
 def load(path: Path) -> Config:
     """The file's contexts; an empty ``Config`` when there is no file."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return Config()
     except OSError as error:
         raise ConfigError(f"cannot read the config file {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"the config file {path} is not UTF-8 text") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -111,8 +113,8 @@ def _context(name: str, fields: object, path: Path) -> Context:
 def render(config: Config) -> str:
     """``config`` as TOML that ``load`` reads back to the same ``Config``.
 
-    Strings are written as JSON strings: every JSON string escape is also a TOML basic
-    string escape, and ``ensure_ascii`` leaves only ``\\uXXXX`` for the rest."""
+    Strings are written as JSON strings: every escape JSON writes is also a TOML basic
+    string escape, and JSON escapes every control character TOML needs escaped but DEL."""
     lines = []
     if config.current_context:
         lines += [f"current_context = {_string(config.current_context)}", ""]
@@ -127,7 +129,9 @@ def render(config: Config) -> str:
 
 
 def _string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=True)
+    # Not ensure_ascii: JSON would write a character beyond U+FFFF as two surrogate
+    # escapes, which TOML refuses.
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def save(path: Path, config: Config) -> None:
@@ -136,7 +140,7 @@ def save(path: Path, config: Config) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(descriptor, "w") as file:  # mkstemp makes it 0600
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:  # mkstemp makes it 0600
             file.write(render(config))
             file.flush()
             os.fsync(file.fileno())
