@@ -98,6 +98,7 @@ def quota_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+QUOTA_DESTS = ("namespace", "composite", "min", "max")
 QUOTA_FLAGS = {
     "$.namespace": "--namespace",
     "$.namespaces": "--namespace",
@@ -145,6 +146,7 @@ def pool_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
+POOL_DESTS = ("parent", "weight", "namespace", "strong_guarantee", "limit")
 POOL_FLAGS = {
     "parent": "--parent",
     "weight": "--weight",
@@ -188,6 +190,7 @@ def template_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--description")
 
 
+TEMPLATE_DESTS = (*TEMPLATE_FLAGS, "algorithm", *ALGORITHM_FLAGS)
 TEMPLATE_FLAG_NAMES = {
     **{f"$.{field}": "--" + field.replace("_", "-") for field in TEMPLATE_FLAGS},
     **{f"$.algorithm.{field}": "--" + field.replace("_", "-") for field in ALGORITHM_FLAGS},

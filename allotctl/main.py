@@ -255,7 +255,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "resource": Command(
         "show one lease resource with its leases; set or delete its template",
-        writes.target_arguments("resource template", bodies.template_arguments),
+        writes.target_arguments(
+            "resource template", bodies.template_arguments, bodies.TEMPLATE_DESTS
+        ),
         writes.resource,
         _by_action(_shown(resource_details), template_view),
         flags=bodies.TEMPLATE_FLAG_NAMES,
@@ -268,7 +270,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "quota": Command(
         "show one quota; set or delete one",
-        writes.target_arguments("quota", bodies.quota_arguments),
+        writes.target_arguments("quota", bodies.quota_arguments, bodies.QUOTA_DESTS),
         writes.quota,
         _by_action(lambda body, args: quota_details(body, args.target), quota_view),
         flags=bodies.QUOTA_FLAGS,
@@ -281,7 +283,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "pool": Command(
         "show one pool: config, share and introspection; set or delete one",
-        writes.target_arguments("pool", bodies.pool_arguments),
+        writes.target_arguments("pool", bodies.pool_arguments, bodies.POOL_DESTS),
         writes.pool,
         _by_action(_shown(pool_details), pool_details),
         flags=bodies.POOL_FLAGS,

@@ -28,6 +28,8 @@ _PARSERS |= {f"{name}_limit": parse for name, parse in _PARSERS.items()}
 
 
 def same_amount(resource: str, mine: object, theirs: object) -> bool:
+    if isinstance(mine, bool) or isinstance(theirs, bool):  # True == 1, but is no amount
+        return mine is theirs
     if mine == theirs:
         return True
     if not _is_number(mine) or not _is_number(theirs):

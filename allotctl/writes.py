@@ -30,11 +30,13 @@ ACTIONS = ("set", "delete")
 
 
 def target_arguments(
-    noun: str, write_flags: Callable[[argparse.ArgumentParser], None]
+    noun: str, write_flags: Callable[[argparse.ArgumentParser], None], dests: tuple[str, ...]
 ) -> Callable[[argparse.ArgumentParser], None]:
-    """``NAME`` to show, or ``set NAME`` / ``delete NAME``, with the flags of ``set``."""
+    """``NAME`` to show, or ``set NAME`` / ``delete NAME``, with the flags of ``set``
+    (``write_flags``, whose destinations are ``dests``)."""
 
     def add(parser: argparse.ArgumentParser) -> None:
+        parser.set_defaults(set_only=("file", *dests))
         parser.add_argument("target", metavar="{NAME,set,delete}", help=f"the {noun} to show")
         parser.add_argument("name", nargs="?", help=f"with set or delete: the {noun}")
         parser.add_argument(
@@ -46,14 +48,20 @@ def target_arguments(
 
 
 def action(args: argparse.Namespace) -> tuple[str, str]:
-    """("show", NAME), ("set", NAME) or ("delete", NAME)."""
+    """("show", NAME), ("set", NAME) or ("delete", NAME); a flag of set given to the
+    others is refused rather than ignored."""
     if args.target not in ACTIONS:
         if args.name is not None:
             raise ValueError(f"{args.name!r}: expected NAME, set NAME or delete NAME")
-        return "show", args.target
-    if args.name is None:
+        verb, name = "show", args.target
+    elif args.name is None:
         raise ValueError(f"{args.target} needs a NAME")
-    return args.target, args.name
+    else:
+        verb, name = args.target, args.name
+    given = [dest for dest in args.set_only if getattr(args, dest) not in (None, [], False)]
+    if verb != "set" and given:
+        raise ValueError(f"--{given[0].replace('_', '-')} is a flag of set, not of {verb}")
+    return verb, name
 
 
 def deleted(body: bytes) -> str:

@@ -113,6 +113,8 @@ def test_pool_and_template_flags() -> None:
             "allotctl: --namespace given more than once: that needs --composite\n",
         ),
         (["pool", "set", "p", "--file", "/no/such.yaml"], "No such file or directory"),
+        (["quota", "q", "--min", "cpu=1"], "allotctl: --min is a flag of set, not of show\n"),
+        (["pool", "delete", "p", "--weight", "2"], "--weight is a flag of set, not of delete"),
     ],
 )
 def test_bad_arguments_change_nothing(
