@@ -14,10 +14,10 @@ a bad one is refused naming its index and field. Then each is read back from the
 ``unchanged``, and applying the same file again writes nothing. Amounts are compared
 by value ("500m" is "0.5"; ``allotctl.same_amounts``).
 
-A Deployment that exists and differs only in ``count`` is scaled. One that differs in
-anything else is refused: the API changes a deployment's containers one by one
-(``allotctl replace``, ``realloc``), not its spec, so apply says to delete it and apply
-again rather than guess which of those was meant.
+A Deployment that exists and differs only in ``count`` is scaled; a document without
+``count`` leaves the count as it is. One that differs in anything else is refused: the
+API changes a deployment's containers one by one (``allotctl replace``, ``realloc``), not
+its spec, so apply says to delete it and apply again rather than guess which was meant.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def _deployment_apply(client: ApiClient, document: Document) -> str:
             f" count: delete it (allotctl delete deployment {document.namespace}"
             f" {document.name}) and apply again"
         )
-    if mine.count == theirs.count:
+    if "count" not in document.body or mine.count == theirs.count:
         return UNCHANGED
     client.post(
         deployments_path(document.namespace, document.name) + "/scale", {"count": mine.count}

@@ -54,6 +54,8 @@ def run_config(args: argparse.Namespace, path: Path) -> str:
     if args.action == "get-contexts":
         return contexts_table(config)
     if args.action == "view":
+        if config == Config():
+            return f"no config file at {path}: add a context with allotctl config set-context"
         return render(masked(config)).rstrip("\n")
     if args.action == "use-context":
         if args.name not in config.contexts:

@@ -110,6 +110,12 @@ async def test_a_change_configures_only_what_changed(
         "Deployment team-a/web configured (count 1 -> 2)",
     ]
     assert (await cluster.get_json("/v1/pools/batch"))["config"]["weight"] == 3
+    # A document without count keeps the count the deployment has.
+    await asyncio.to_thread(path.write_text, changed.replace("count: 2\n", ""))
+    code, out, _ = await apply(cluster, capsys, "-f", str(path))
+    assert (code, out.splitlines()[-1]) == (0, "Deployment team-a/web unchanged")
+    web = await cluster.get_json("/v1/namespaces/team-a/deployments/web")
+    assert web["deployment"]["spec"]["count"] == 2
     # A new image is not a change apply makes: it says what to do, and the pool above it
     # was applied (unchanged) before it.
     await asyncio.to_thread(path.write_text, changed.replace("image: busybox", "image: nginx"))

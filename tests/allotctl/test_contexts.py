@@ -74,6 +74,17 @@ def test_set_use_get_and_view(
     assert load(config_file).current_context == "lab"
 
 
+def test_no_file_yet(capsys: pytest.CaptureFixture[str], config_file: Path) -> None:
+    code, out, _ = run(capsys, "config", "view")
+    assert (code, out) == (
+        0,
+        f"no config file at {config_file}: add a context with allotctl config set-context\n",
+    )
+    code, out, _ = run(capsys, "config", "get-contexts")
+    assert out.startswith("no contexts")
+    assert not config_file.exists()
+
+
 def test_a_token_in_the_file_is_never_printed(
     capsys: pytest.CaptureFixture[str], config_file: Path
 ) -> None:
