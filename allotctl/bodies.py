@@ -10,6 +10,7 @@ to the file's map.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from allotctl.deployments import key_value
 from client.api import quote
 from shared.api.leases import Kind
 
+_WHOLE = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?(?:[0-9]+\.[0-9]*|\.[0-9]+)")
 ELASTIC = "ElasticQuota"
 COMPOSITE = "CompositeElasticQuota"
 ALGORITHMS: tuple[str, ...] = tuple(Kind)
@@ -50,17 +53,16 @@ def read_body_file(path: Path | None) -> dict[str, Any]:
 
 
 def _amounts(given: list[tuple[str, str]]) -> dict[str, Any]:
-    """``cpu=2``, ``memory=4Gi``: a quantity as written, a plain number as a number."""
+    """``cpu=2``, ``memory=4Gi``: a plain decimal number as a number (pools take only
+    numbers), anything else as written ("500m", "4Gi"; "nan" and "1e3" too, for the API
+    to refuse or read as a quantity)."""
     return {name: _number_or_text(value) for name, value in given}
 
 
 def _number_or_text(text: str) -> int | float | str:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+    if _WHOLE.fullmatch(text):
+        return int(text)
+    return float(text) if _DECIMAL.fullmatch(text) else text
 
 
 def _lay_over(body: dict[str, Any], field: str, values: dict[str, Any]) -> None:
