@@ -1,6 +1,6 @@
 """A coordinator on etcd: a warm standby until elected, the leader until it is not.
 
-    await serve_on_etcd(config, listener, url, stopping)
+    await serve_on_etcd(config, listener, url, stopping, tls)
 
 The process follows the whole store in memory (``Replica``) from the start and campaigns
 for the leader key (``Election``). Meanwhile it serves the standby application
@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
@@ -52,10 +53,15 @@ T = TypeVar("T")
 
 
 async def serve_on_etcd(
-    config: CoordinatorConfig, listener: socket.socket, url: str, stopping: asyncio.Future[None]
+    config: CoordinatorConfig,
+    listener: socket.socket,
+    url: str,
+    stopping: asyncio.Future[None],
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Serve as standby or leader, in turn, until ``stopping`` is done; ``url`` is where
-    the others send agents and clients while this coordinator leads."""
+    the others send agents and clients while this coordinator leads. With ``tls`` both
+    applications serve https and wss."""
     store = await EtcdStore.open(config.etcd)
     replica = await Replica.follow(store)
     election = Election(store, replica, url=url, ttl=config.leader_ttl_seconds)
@@ -68,14 +74,18 @@ async def serve_on_etcd(
         while not stopping.done():
             if won is None:
                 warm = _kept_warm(replica, config.share_base)  # the loop held meanwhile
-                standby = make_standby_app(config.join_token, election.leader_url)
-                async with _serving(standby, listener, shutdown_s=0.5):
+                standby = make_standby_app(
+                    config.join_token,
+                    election.leader_url,
+                    client_ca=bool(config.tls_client_ca_file),
+                )
+                async with _serving(standby, listener, tls, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_url() or "none yet")
                     notify("READY=1", "STATUS=standby")
                     won = await _unless_stopping(election.campaign(), stopping)
                 if won is None:
                     return
-            await _lead(config, listener, url, replica, election, won, warm, stopping)
+            await _lead(config, listener, tls, url, replica, election, won, warm, stopping)
             won = warm = None
     finally:
         await replica.close()
@@ -84,6 +94,7 @@ async def serve_on_etcd(
 async def _lead(
     config: CoordinatorConfig,
     listener: socket.socket,
+    tls: ssl.SSLContext | None,
     url: str,
     replica: Replica,
     election: Election,
@@ -104,7 +115,7 @@ async def _lead(
         )
         kept = None if warm is None else warm.take()
         app = make_app(config, store=fenced, warm=kept)
-        async with _serving(app, listener, shutdown_s=5.0):
+        async with _serving(app, listener, tls, shutdown_s=5.0):
             log.warning(
                 "leading",
                 url=url,
@@ -183,12 +194,12 @@ async def _unless_stopping(work: Awaitable[T], stopping: asyncio.Future[None]) -
 
 @contextlib.asynccontextmanager
 async def _serving(
-    app: web.Application, listener: socket.socket, *, shutdown_s: float
+    app: web.Application, listener: socket.socket, tls: ssl.SSLContext | None, *, shutdown_s: float
 ) -> AsyncIterator[None]:
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_s)
     await runner.setup()
     try:
-        await web.SockSite(runner, listener.dup()).start()
+        await web.SockSite(runner, listener.dup(), ssl_context=tls).start()
         yield
     finally:
         try:
