@@ -34,6 +34,11 @@ CONVERGE_SECONDS = 240.0
 WATCHDOG_SECONDS = 10
 WATCHDOG_DROP_IN = "/etc/systemd/system/allot-agent.service.d/test-watchdog.conf"
 SERVICES = ("allot-coordinator", "allot-agent")
+# allotctl's context in the guest, as the README tells an operator to make it.
+CONTEXT = (
+    "--server https://127.0.0.1:7600 --token-file /etc/allot/api-token "
+    "--ca-file /etc/allot/tls/ca.pem"
+)
 DEPLOYMENT = "install-web"
 # What the install made, as bytes and links, and the services' processes: a second run
 # must leave all of it as it was.
@@ -65,9 +70,10 @@ def installed(guest: Guest, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     guest.put(wheelhouse(tmp_path_factory.mktemp("wheels")), WHEELS)
     try:
         guest.sh(INSTALL, timeout=INSTALL_SECONDS)
+        guest.sh(f"allotctl config set-context vm {CONTEXT} --use")
         yield guest
     finally:
-        guest.sh("/allot/scripts/install --uninstall", check=False)
+        guest.sh("/allot/scripts/install --uninstall; rm -rf /root/.config/allot", check=False)
         guest.sh(
             f"docker ps -aq --filter label=allot.deployment={DEPLOYMENT} | xargs -r docker rm -f",
             check=False,
@@ -75,11 +81,9 @@ def installed(guest: Guest, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 def allotctl(guest: Guest, *args: str) -> Any:
-    """What ``allotctl COMMAND --json ARGS`` answered in the guest, with the admin token the install
-    wrote."""
-    environment = "ALLOT_SERVER=http://127.0.0.1:7600 ALLOT_TOKEN=$(cat /etc/allot/api-token)"
+    """What ``allotctl COMMAND --json ARGS`` answered in the guest, through the context."""
     command, *rest = args  # --json before a "--" that ends the flags
-    return json.loads(guest.sh(f"{environment} allotctl {shlex.join([command, '--json', *rest])}"))
+    return json.loads(guest.sh(f"allotctl {shlex.join([command, '--json', *rest])}"))
 
 
 def wait_in_guest(guest: Guest, check: str) -> None:
@@ -104,13 +108,50 @@ def test_install_runs_both_services(installed: Guest) -> None:
 
 
 def test_install_writes_private_configs_and_links_the_commands(installed: Guest) -> None:
-    modes = installed.sh("stat -c '%n %a %U' /etc/allot/*.toml /etc/allot/*-token").split("\n")
-    assert [line.split()[1:] for line in modes if line] == [["600", "root"]] * 4
+    private = "/etc/allot/*.toml /etc/allot/api-token /etc/allot/tls/*key.pem"
+    modes = installed.sh(f"stat -c '%n %a %U' {private}").splitlines()
+    name = installed.sh("hostname").strip()
+    assert modes == [
+        f"/etc/allot/{file} 600 root"
+        for file in (
+            "agent.toml",
+            "coordinator.toml",
+            "api-token",
+            "tls/ca-key.pem",
+            f"tls/node-{name}-key.pem",
+            "tls/server-key.pem",
+        )
+    ]
     links = installed.sh("readlink /usr/local/bin/allot-coordinator /usr/local/bin/allot-agent")
     assert links.split() == [
         "/opt/allot/venv/bin/allot-coordinator",
         "/opt/allot/venv/bin/allot-agent",
     ]
+
+
+def test_install_configures_tls_and_the_nodes_certificate(installed: Guest) -> None:
+    name = installed.sh("hostname").strip()
+    agent = installed.sh("cat /etc/allot/agent.toml").splitlines()
+    coordinator = installed.sh("cat /etc/allot/coordinator.toml").splitlines()
+    assert [line for line in agent if not line.startswith("#")] == [
+        'server = "https://127.0.0.1:7600"',
+        f'node_name = "{name}"',
+        'tls_ca_file = "/etc/allot/tls/ca.pem"',
+        f'tls_cert_file = "/etc/allot/tls/node-{name}.pem"',
+        f'tls_key_file = "/etc/allot/tls/node-{name}-key.pem"',
+    ]
+    assert 'host = "0.0.0.0"' in coordinator
+    assert not [line for line in agent + coordinator if line.startswith("join_token")]
+
+
+def test_install_serves_https_beyond_loopback_for_the_hosts_address(installed: Guest) -> None:
+    address = installed.sh("hostname -I").split()[0]
+    # The certificate names the address, so the context's CA verifies it there.
+    assert "NAME" in installed.sh(f"allotctl --server https://{address}:7600 nodes")
+    plain = installed.sh(
+        "allotctl --server http://127.0.0.1:7600 nodes; echo status=$?", check=False
+    )
+    assert plain.endswith("status=1\n"), plain
 
 
 def test_install_the_guests_node_is_ready_through_allotctl(installed: Guest) -> None:
@@ -218,7 +259,7 @@ def test_install_refuses_bad_arguments_and_changes_nothing(
 
 
 def test_install_uninstall_leaves_no_unit_and_keeps_the_config(installed: Guest) -> None:
-    config = installed.sh("sha256sum /etc/allot/*.toml /etc/allot/*-token")
+    config = installed.sh("sha256sum /etc/allot/*.toml /etc/allot/api-token /etc/allot/tls/*")
     installed.sh("/allot/scripts/install --uninstall")
     left = installed.sh(
         "ls /etc/systemd/system /etc/systemd/system/*.wants /usr/local/bin /opt | grep allot; "
@@ -226,5 +267,7 @@ def test_install_uninstall_leaves_no_unit_and_keeps_the_config(installed: Guest)
         check=False,
     )
     assert left == ""
-    assert installed.sh("sha256sum /etc/allot/*.toml /etc/allot/*-token") == config
+    assert (
+        installed.sh("sha256sum /etc/allot/*.toml /etc/allot/api-token /etc/allot/tls/*") == config
+    )
     assert installed.sh("readlink /var/lib/allot").strip() == "private/allot"
