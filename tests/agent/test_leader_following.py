@@ -38,13 +38,15 @@ def scripted_leader() -> tuple[ScriptedCoordinator, web.Application]:
 
 
 @contextlib.asynccontextmanager
-async def linked(*servers: str) -> AsyncIterator[None]:
+async def linked(*servers: str, backoff_seconds: float = 0.05) -> AsyncIterator[None]:
+    """An agent linked to ``servers``; its reconnect delays are drawn up to
+    ``backoff_seconds`` at first, and up to four times that at most."""
     config = AgentConfig(
         server=",".join(servers),
         join_token=TOKEN,
         node_name="n1",
-        backoff_initial_seconds=0.05,
-        backoff_max_seconds=0.2,
+        backoff_initial_seconds=backoff_seconds,
+        backoff_max_seconds=4 * backoff_seconds,
     )
     inventory = make_inventory()
     link = asyncio.create_task(run_link(config, inventory, idle_runtime(inventory)))
@@ -99,3 +101,32 @@ async def test_a_standby_refuses_a_wrong_join_token_before_naming_the_leader() -
     ):
         assert answer.status == 401
         assert "leader" not in await answer.text()
+
+
+async def test_a_registered_agent_goes_back_when_the_leader_answers_not_when_its_delay_ends() -> (
+    None
+):
+    """The first session ends at once; the coordinator's /readyz then says it does not
+    lead until the test says so. With delays drawn up to 250 s (a quarter of the lease),
+    the second hello comes as soon as /readyz answers 200."""
+    leading = asyncio.Event()
+    asked = 0
+
+    async def welcome_then_leave(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome(lease=1000))
+
+    async def readyz(request: web.Request) -> web.Response:
+        nonlocal asked
+        asked += 1
+        if leading.is_set():
+            return web.json_response({"status": "ok", "role": "leader"})
+        return web.json_response({"status": "standby", "leader": ""}, status=503)
+
+    coordinator = ScriptedCoordinator(welcome_then_leave)
+    app = web.Application()
+    app.router.add_get("/v1/agent", coordinator.handle)
+    app.router.add_get("/readyz", readyz)
+    async with serving(app) as url, linked(url, backoff_seconds=1000):
+        await eventually(lambda: asked >= 3)  # watching, not sleeping out its delay
+        leading.set()
+        await eventually(lambda: len(coordinator.hellos) >= 2)
