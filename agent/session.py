@@ -13,7 +13,7 @@ at all (not even a pong to the agent's websocket pings) has arrived for a lease 
 After any failure the next attempt waits a capped, fully jittered exponential backoff;
 a welcome resets it. The welcome's lease length also caps it (a quarter of the lease,
 ``LEASE_SHARE_OF_BACKOFF``), so an agent that lost its session always tries again well
-before its node could be marked lost; and an agent that has been registered once watches
+before its node could be marked lost; and an agent whose session ended watches
 the coordinators' ``/readyz`` while it waits (``agent.leader_watch``) and goes back at
 once when one answers as the leader, instead of sleeping out its delay. After etcd lost
 and regained its quorum the agent was back 14.3 s after the new leader answered, with
@@ -88,7 +88,11 @@ async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) 
     servers = Servers(config.servers)
     last_failure = ""
     sent_on = 0  # attempts in a row that a standby sent elsewhere
-    registered = False  # a session began once: from then on, follow the leader's return
+    # A session began and ended, and no attempt the watch sent to a leader has failed
+    # since: the next wait may end when a leader answers. A leader that answers /readyz
+    # and still fails the attempt (refused, a store it cannot write) is tried again only
+    # after the full delay, so it is never hammered at the watch's pace.
+    follow_leader = False
     log.info("connecting to coordinator", url=",".join(config.servers), node=config.name)
     connector = aiohttp.TCPConnector(ssl=config.tls_context() or True)
     async with aiohttp.ClientSession(timeout=HANDSHAKE_TIMEOUT, connector=connector) as http:
@@ -112,7 +116,7 @@ async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) 
                 sent_on = 0
             else:
                 sent_on = 0
-                registered = True
+                follow_leader = True
                 log.warning("disconnected from coordinator", url=url, reason=ended)
                 notify(f"STATUS=disconnected ({ended}); reconnecting")
             delay = backoff.next_delay()
@@ -124,20 +128,23 @@ async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) 
             elif failure:
                 log.debug("still cannot register", reason=failure, retry_in_s=round(delay, 1))
             last_failure = failure
-            if registered:
-                await _follow_leader_within(http, servers, config.servers, delay)
+            if follow_leader:
+                follow_leader = not await _followed_leader(http, servers, config.servers, delay)
             else:
                 await asyncio.sleep(delay)
 
 
-async def _follow_leader_within(
+async def _followed_leader(
     http: aiohttp.ClientSession, servers: Servers, urls: list[str], delay: float
-) -> None:
+) -> bool:
     """Wait at most ``delay``: until a coordinator answers as the leader, with ``servers``
-    then pointing at it."""
+    then pointing at it (True), or to the end (False)."""
     leader = await leader_answering(http, dict.fromkeys([servers.current, *urls]), within=delay)
-    if leader is not None and leader != servers.current:
+    if leader is None:
+        return False
+    if leader != servers.current:
         servers.follow(leader)
+    return True
 
 
 async def _session(

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import msgpack
 import pytest
 from aiohttp import web
 
@@ -130,3 +131,33 @@ async def test_a_registered_agent_goes_back_when_the_leader_answers_not_when_its
         await eventually(lambda: asked >= 3)  # watching, not sleeping out its delay
         leading.set()
         await eventually(lambda: len(coordinator.hellos) >= 2)
+
+
+async def test_a_leader_that_refuses_the_agent_is_not_asked_again_at_the_watchs_pace() -> None:
+    """/readyz says 200 throughout, but the second hello is refused: the agent then waits
+    out its delay (drawn up to thousands of seconds here) instead of going back each
+    time the watch sees the leader."""
+    asked = 0
+
+    async def welcome_then_refuse(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        if len(coordinator.hellos) == 1:
+            await ws.send_bytes(welcome(lease=100_000))
+            return
+        refusal = {"type": "error", "code": "unauthorized", "message": "not you"}
+        await ws.send_bytes(bytes(msgpack.packb(refusal)))
+
+    async def readyz(request: web.Request) -> web.Response:
+        nonlocal asked
+        asked += 1
+        return web.json_response({"status": "ok", "role": "leader"})
+
+    coordinator = ScriptedCoordinator(welcome_then_refuse)
+    app = web.Application()
+    app.router.add_get("/v1/agent", coordinator.handle)
+    app.router.add_get("/readyz", readyz)
+    async with serving(app) as url, linked(url, backoff_seconds=10_000):
+        await eventually(lambda: len(coordinator.hellos) == 2)
+        await asyncio.sleep(0.1)  # the refusal reaches the agent
+        seen = asked
+        await asyncio.sleep(1.0)
+        assert (len(coordinator.hellos), asked) == (2, seen)
