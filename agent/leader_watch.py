@@ -3,9 +3,10 @@
     url = await leader_answering(http, servers, within=4.0)   # a leader's URL, or None
 
 Each round asks every coordinator's ``/readyz`` at once (no token; one small GET each,
-answered from memory): a leader answers 200, a standby 503 naming the leader it knows,
-which is asked too from the next round on (it need not be in the agent's list). Rounds
-are ``READY_POLL_SECONDS`` apart, so a leader that answers again is found within that
+waited for at most a second): a leader answers 200, a standby 503 naming the leader it
+knows, which is asked too from the next round on (it need not be in the agent's list);
+a leader whose store cannot write answers 503 and is not gone back to. Rounds are
+``READY_POLL_SECONDS`` apart, so a leader that answers again is found within that
 time plus one answer, whatever back-off the agent was waiting out.
 """
 
