@@ -43,7 +43,7 @@ from coordinator.services.pool_service import PoolService, cluster_total
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
 from coordinator.services.warm_nodes import Loaded
-from coordinator.store import Store
+from coordinator.store import Store, StoreError
 from coordinator.store.opening import open_store
 from coordinator.warm import WarmState
 from shared.logs import get_logger
@@ -143,7 +143,10 @@ async def _pools(app: web.Application) -> AsyncIterator[None]:
     service = await PoolService.load(app[STORE], app[CONFIG].pools)
     app[POOLS] = service
     yield
-    await service.save_state()  # a restart then credits the time since this update
+    try:
+        await service.save_state()  # a restart then credits the time since this update
+    except StoreError as error:  # a full disk: the last state saved stands
+        log.warning("pool state not saved on stopping", reason=error)
 
 
 def _deployments(warm: WarmState | None) -> Callable[[web.Application], AsyncIterator[None]]:
