@@ -2,16 +2,16 @@
 connections, websocket upgrades without a token, and wrong join tokens in a row.
 
     .venv/bin/python bench/doors.py [--idle 3000] [--upgrades 2000] [--wrong 500]
-                                    [--header-timeout 2] [--wait 5]
+                                    [--wrong-seconds 20] [--header-timeout 2] [--wait 5]
 
 It starts a real coordinator (SQLite store in a temporary directory, on loopback), then:
 1. opens ``--idle`` connections that send half a request header and nothing more, and
    after ``--wait`` seconds counts how many the server has closed;
 2. sends ``--upgrades`` websocket upgrades of /v1/agent without a token, reads each 401,
    and after ``--wait`` seconds counts how many sockets the server has closed;
-3. sends ``--wrong`` upgrades with a wrong join token one after the other and prints
-   their rate, how many lines the coordinator logged meanwhile, and its
-   ``allot_auth_failures_total`` (absent before this existed).
+3. sends ``--wrong`` upgrades with a wrong join token one after the other (for at most
+   ``--wrong-seconds``) and prints their rate, how many lines the coordinator logged
+   meanwhile, and its ``allot_auth_failures_total`` (absent before this existed).
 
 Run it with ``--header-timeout`` on a coordinator that has the setting; the default,
 ``0``, passes no such flag (for a coordinator from before it).
@@ -42,7 +42,7 @@ UPGRADE = (
 
 
 def raise_open_files() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
@@ -95,16 +95,19 @@ async def hold(host: str, port: int, request: bytes, count: int, wait: float) ->
     return sum(closed)
 
 
-async def wrong_tokens(host: str, port: int, count: int) -> float:
-    """Send ``count`` upgrades with a wrong token, one after the other; answers a second."""
+async def wrong_tokens(host: str, port: int, count: int, seconds: float) -> tuple[int, float]:
+    """Send up to ``count`` upgrades with a wrong token, one after the other, for at most
+    ``seconds``: how many were answered, and how many a second."""
     request = UPGRADE + b"Authorization: Bearer wrong-token-0123456789abcdef\r\n\r\n"
     started = time.perf_counter()
-    for _ in range(count):
+    answered = 0
+    while answered < count and time.perf_counter() - started < seconds:
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(request)
         await reader.readuntil(b"\r\n\r\n")
         writer.close()
-    return count / (time.perf_counter() - started)
+        answered += 1
+    return answered, answered / (time.perf_counter() - started)
 
 
 def auth_failures(url: str) -> str:
@@ -126,9 +129,9 @@ async def run(args: argparse.Namespace) -> None:
             closed = await hold(host, int(port), headers, args.upgrades, args.wait)
             print(f"upgrades without a token: {args.upgrades}, closed by the server: {closed}")
             lines_before = len(log.read_text().splitlines())
-            rate = await wrong_tokens(host, int(port), args.wrong)
+            answered, rate = await wrong_tokens(host, int(port), args.wrong, args.wrong_seconds)
             logged = len(log.read_text().splitlines()) - lines_before
-            print(f"wrong join tokens: {args.wrong} at {rate:,.0f}/s; log lines: {logged}")
+            print(f"wrong join tokens: {answered} answered at {rate:,.1f}/s; log lines: {logged}")
             print(f"metrics: {auth_failures(url)}")
         finally:
             process.terminate()
@@ -140,6 +143,7 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=3000)
     parser.add_argument("--upgrades", type=int, default=2000)
     parser.add_argument("--wrong", type=int, default=500)
+    parser.add_argument("--wrong-seconds", type=float, default=20.0)
     parser.add_argument("--header-timeout", type=float, default=0.0)
     parser.add_argument("--wait", type=float, default=5.0)
     asyncio.run(run(parser.parse_args()))

@@ -1,6 +1,7 @@
 """The agent websocket ``/v1/agent``: one session per connected agent.
 
-A session: the join token is checked before the upgrade (401 otherwise); the first
+A session: the join token is checked before the upgrade (401 otherwise, which closes the
+connection, held back for a source that keeps failing: ``AuthRefusals``); the first
 frame must be ``hello`` within ``hello_timeout_seconds``; the node is registered and
 persisted, then answered with ``welcome`` carrying the node's whole desired state;
 afterwards ``heartbeat`` renews the node's lease and ``status`` updates its health and
@@ -35,7 +36,7 @@ from coordinator.agent_reports import ATTEMPTS, DRIFT, ReportedOnce
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
-from coordinator.http.auth import BEARER_HINT, bearer_token, token_matches
+from coordinator.http.auth import BEARER_HINT, AuthRefusals, bearer_token, token_matches
 from coordinator.metrics import Metrics
 from coordinator.services.events import Note
 from coordinator.services.nodes import node_name_problem
@@ -63,6 +64,7 @@ log = get_logger("allot.coordinator.agents")
 CLOSE_REPLACED = 4000
 CLOSE_LEASE_EXPIRED = 4001
 PUBLISH_SLICE = 100  # nodes sent their desired state between two turns of the loop
+UNAUTHORIZED = "unauthorized"  # the refusal code of a hello with a wrong join token
 
 
 class AgentHub:
@@ -72,8 +74,10 @@ class AgentHub:
         config: CoordinatorConfig,
         metrics: Metrics,
         deployments: DeploymentService,
+        refusals: AuthRefusals,
     ):
         self._registry = registry
+        self._refusals = refusals
         self._deployments = deployments
         deployments.subscribe(self.mark_desired)
         self._dirty: set[str] = set()
@@ -86,6 +90,7 @@ class AgentHub:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not token_matches(bearer_token(request), (self._config.join_token,)):
+            await self._refusals.refused("join_token", request.remote or "")
             raise Unauthorized("missing or invalid join token", details=BEARER_HINT)
         offered = request.headers.get("Sec-WebSocket-Protocol", "")
         if SUBPROTOCOL not in (p.strip() for p in offered.split(",")):
@@ -220,7 +225,7 @@ class AgentHub:
                 f"agent speaks protocol {hello.protocol}, coordinator {PROTOCOL_VERSION}",
             )
         if not token_matches(hello.token, (self._config.join_token,)):
-            return "unauthorized", "the hello carries an invalid join token"
+            return UNAUTHORIZED, "the hello carries an invalid join token"
         problem = node_name_problem(hello.node)
         if problem is not None:
             return "invalid_node_name", problem
@@ -299,9 +304,14 @@ class AgentHub:
         close: int = WSCloseCode.POLICY_VIOLATION,
     ) -> None:
         """Count, log, and tell the agent why before closing its socket; a refusal that
-        names a node is an event of that node too."""
+        names a node is an event of that node too. A wrong join token is an
+        authentication failure: logged at most once a minute per address, and held back
+        for an address that keeps failing."""
         self._metrics.protocol_errors.labels(code=code).inc()
-        log.warning("agent refused", node=node, address=address, code=code, reason=message)
+        if code == UNAUTHORIZED:
+            await self._refusals.refused("join_token", address)
+        else:
+            log.warning("agent refused", node=node, address=address, code=code, reason=message)
         if node:
             note = Note("refused", f"{code}: {message}", node=node)
             await self._deployments.events.record([note])

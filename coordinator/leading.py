@@ -37,7 +37,9 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig
+from coordinator.doors import Doors, DoorSite, open_doors
 from coordinator.election import LEADER_KEY, Election, Leadership
+from coordinator.keys import METRICS
 from coordinator.standby import make_standby_app
 from coordinator.store import ClusterStore, StoreError
 from coordinator.store.etcd import EtcdStore
@@ -56,6 +58,7 @@ async def serve_on_etcd(
 ) -> None:
     """Serve as standby or leader, in turn, until ``stopping`` is done; ``url`` is where
     the others send agents and clients while this coordinator leads."""
+    doors = open_doors(config)  # one for the process: the cap counts every site's
     store = await EtcdStore.open(config.etcd)
     replica = await Replica.follow(store)
     election = Election(store, replica, url=url, ttl=config.leader_ttl_seconds)
@@ -69,13 +72,13 @@ async def serve_on_etcd(
             if won is None:
                 warm = _kept_warm(replica, config.share_base)  # the loop held meanwhile
                 standby = make_standby_app(config.join_token, election.leader_url)
-                async with _serving(standby, listener, shutdown_s=0.5):
+                async with _serving(standby, listener, doors, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_url() or "none yet")
                     notify("READY=1", "STATUS=standby")
                     won = await _unless_stopping(election.campaign(), stopping)
                 if won is None:
                     return
-            await _lead(config, listener, url, replica, election, won, warm, stopping)
+            await _lead(config, listener, doors, url, replica, election, won, warm, stopping)
             won = warm = None
     finally:
         await replica.close()
@@ -84,6 +87,7 @@ async def serve_on_etcd(
 async def _lead(
     config: CoordinatorConfig,
     listener: socket.socket,
+    doors: Doors,
     url: str,
     replica: Replica,
     election: Election,
@@ -104,7 +108,8 @@ async def _lead(
         )
         kept = None if warm is None else warm.take()
         app = make_app(config, store=fenced, warm=kept)
-        async with _serving(app, listener, shutdown_s=5.0):
+        app[METRICS].follow_connections(doors)
+        async with _serving(app, listener, doors, shutdown_s=5.0):
             log.warning(
                 "leading",
                 url=url,
@@ -183,12 +188,14 @@ async def _unless_stopping(work: Awaitable[T], stopping: asyncio.Future[None]) -
 
 @contextlib.asynccontextmanager
 async def _serving(
-    app: web.Application, listener: socket.socket, *, shutdown_s: float
+    app: web.Application, listener: socket.socket, doors: Doors, *, shutdown_s: float
 ) -> AsyncIterator[None]:
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_s)
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=shutdown_s, keepalive_timeout=doors.keepalive_s
+    )
     await runner.setup()
     try:
-        await web.SockSite(runner, listener.dup()).start()
+        await DoorSite(runner, listener.dup(), doors).start()
         yield
     finally:
         try:
