@@ -122,6 +122,7 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as workdir:
         process, url, log = start(Path(workdir), args.header_timeout)
         host, port = url.removeprefix("http://").rsplit(":", 1)
+        started_at = len(log.read_text().splitlines())
         try:
             closed = await hold(host, int(port), HALF_HEADER, args.idle, args.wait)
             print(f"half-header connections: {args.idle}, closed by the server: {closed}")
@@ -133,6 +134,8 @@ async def run(args: argparse.Namespace) -> None:
             logged = len(log.read_text().splitlines()) - lines_before
             print(f"wrong join tokens: {answered} answered at {rate:,.1f}/s; log lines: {logged}")
             print(f"metrics: {auth_failures(url)}")
+            logged = log.read_text().splitlines()[started_at:]
+            print(f"the coordinator logged {len(logged)} lines in all:", *logged, sep="\n  ")
         finally:
             process.terminate()
             process.wait(timeout=30)
