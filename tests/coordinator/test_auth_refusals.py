@@ -10,8 +10,11 @@ import time
 
 import aiohttp
 import pytest
+from prometheus_client import CollectorRegistry, Counter
 
 from coordinator.auth_failures import FailureBook
+from coordinator.http.auth import AuthRefusals
+from shared.logs import fields_of
 from tests.coordinator.conftest import (
     Coordinator,
     hello,
@@ -111,3 +114,38 @@ async def test_a_source_that_keeps_failing_is_slowed_and_logged_once(
     assert await failures(coordinator) == {"join_token": 10.0}
     # A right token from that address is not held back.
     await register(coordinator)
+
+
+async def test_many_wrong_tokens_at_once_are_each_counted_and_logged_once(
+    coordinator: Coordinator, allot_logs: pytest.LogCaptureFixture
+) -> None:
+    async def wrong() -> int:
+        return (await coordinator.get("/v1/nodes", token=WRONG)).status
+
+    assert await asyncio.gather(*(wrong() for _ in range(40))) == [401] * 40
+    assert await failures(coordinator) == {"api_token": 40.0}
+    lines = [r for r in allot_logs.records if r.name == "allot.coordinator.auth"]
+    assert len(lines) == 1
+
+
+async def test_the_rest_of_a_minute_is_logged_when_it_is_over(
+    allot_logs: pytest.LogCaptureFixture,
+) -> None:
+    """With a period of 0.2 s: one line at once for the first failure, and one for the
+    two after it once the period is over, with no failure to trigger it."""
+    registry = CollectorRegistry()
+    counter = Counter("failures", "test", ["kind"], registry=registry)
+    refusals = AuthRefusals(counter, FailureBook(log_every_s=0.2))
+    for _ in range(3):
+        await refusals.refused("api_token", "10.0.0.7")
+
+    def lines() -> list[object]:
+        records = allot_logs.records
+        return [fields_of(r)["failures"] for r in records if r.name == "allot.coordinator.auth"]
+
+    deadline = time.monotonic() + 5.0
+    while len(lines()) < 2:
+        assert time.monotonic() < deadline, f"no second line: {lines()}"
+        await asyncio.sleep(0.02)
+    assert lines() == [1, 2]
+    assert registry.get_sample_value("failures_total", {"kind": "api_token"}) == 3

@@ -288,3 +288,13 @@ def test_bad_settings_are_refused_naming_the_variable(
     with pytest.raises(ConfigError, match=message) as refused:
         load(CoordinatorConfig, environ=environ, env_prefix="ALLOT_COORDINATOR_")
     assert f"ALLOT_COORDINATOR_{variable}" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("max_connections", "header_timeout_s"), [(0, 1.0), (10, 0.0)], ids=["no-cap", "no-timeout"]
+)
+def test_doors_refuse_a_cap_or_a_timeout_that_would_serve_nobody(
+    max_connections: int, header_timeout_s: float
+) -> None:
+    with pytest.raises(ValueError, match="max_connections >= 1 and header_timeout_s > 0"):
+        Doors(max_connections=max_connections, header_timeout_s=header_timeout_s)
