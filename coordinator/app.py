@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
+from coordinator.auth_failures import FailureBook
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
 from coordinator.http.auth import AGENT_PATH, AuthRefusals, api_tokens_middleware
@@ -55,13 +56,18 @@ MAX_REQUEST_BYTES = 1024 * 1024
 
 
 def make_app(
-    config: CoordinatorConfig, store: Store | None = None, warm: WarmState | None = None
+    config: CoordinatorConfig,
+    store: Store | None = None,
+    warm: WarmState | None = None,
+    failures: FailureBook | None = None,
 ) -> web.Application:
     """The application; on ``store`` if given (the elected leader's fenced store, which
     outlives the application), else on the store the settings choose; with the node
-    records and deployments a standby kept current (``warm``), else read from the store."""
+    records and deployments a standby kept current (``warm``), else read from the store;
+    keeping its account of failed authentications in ``failures`` (a fresh book by
+    default; a test that fails on purpose may give one that holds nothing back)."""
     metrics = Metrics()
-    refusals = AuthRefusals(metrics.auth_failures)
+    refusals = AuthRefusals(metrics.auth_failures, failures)
     app = web.Application(
         middlewares=[json_errors, api_tokens_middleware(config, refusals)],
         client_max_size=MAX_REQUEST_BYTES,
