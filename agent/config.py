@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 from typing import Annotated, Literal
 
 import msgspec
@@ -13,6 +14,7 @@ from shared.inventory import MAX_EXTENDED, ExtendedName, ExtendedUnits
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 from shared.resource_names import extended_name_problem
 from shared.servers import split_servers
+from shared.tls import TlsError, client_context
 
 ENV_PREFIX = "ALLOT_AGENT_"
 
@@ -25,7 +27,22 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
             " on etcd: the agent finds the leader among them)"
         ),
     ] = "http://127.0.0.1:7600"
-    join_token: Annotated[str, Meta(description="the coordinator's join token")] = ""
+    join_token: Annotated[
+        str,
+        Meta(description="the coordinator's join token (not needed with a client certificate)"),
+    ] = ""
+    tls_ca_file: Annotated[
+        str,
+        Meta(description="TLS: the CA that signed the coordinator's certificate (https servers)"),
+    ] = ""
+    tls_cert_file: Annotated[
+        str,
+        Meta(
+            description="TLS: this node's client certificate (PEM), for a coordinator with a"
+            " client CA; it names the node this agent may register as"
+        ),
+    ] = ""
+    tls_key_file: Annotated[str, Meta(description="TLS: that certificate's key (PEM)")] = ""
     node_name: Annotated[str, Meta(description="this node's name (default: the hostname)")] = ""
     sysfs_root: Annotated[str, Meta(description="filesystem root holding sys/ to read")] = "/"
     reserved_cpus: Annotated[
@@ -80,6 +97,12 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
         for url in self.servers or [self.server]:
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"server {url!r} must be an http:// or https:// URL")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file go together: give both or neither")
+        try:
+            self.tls_context()
+        except TlsError as error:
+            raise ValueError(f"tls: {error}") from None
         try:
             CpuSet.parse(self.reserved_cpus)
         except CpuSetError as error:
@@ -92,6 +115,11 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
             problem = extended_name_problem(resource)
             if problem is not None:
                 raise ValueError(f"extended_resources: {resource!r} {problem}")
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The context of https/wss connections to the coordinator; None: aiohttp's default
+        (the system's CAs, no client certificate)."""
+        return client_context(self.tls_ca_file, self.tls_cert_file, self.tls_key_file)
 
     @property
     def name(self) -> str:

@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config_or_exit("allot-agent", AgentConfig, args, env_prefix=ENV_PREFIX)
     if args.command == "status":
         return _print_status(config, as_json=args.json)
-    problem = token_problem("join_token", config.join_token)
+    # A client certificate is the credential where the coordinator has a client CA.
+    problem = None if config.tls_cert_file else token_problem("join_token", config.join_token)
     if args.command == "run" and problem:
         print(f"allot-agent: {problem} (or {ENV_PREFIX}JOIN_TOKEN)", file=sys.stderr)
         return 2

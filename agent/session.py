@@ -2,9 +2,11 @@
 
     run_link(config, inventory, runtime)    # until cancelled
 
-One attempt opens the websocket with the join token, sends ``hello`` with the inventory
-and the containers the runtime sees, and waits for ``welcome``, which says how long the
-node's lease is, how often to send heartbeats, and the node's whole desired state. Every
+One attempt opens the websocket (wss:// for an https server, verified against
+``tls_ca_file``, with the node's client certificate if it has one) with the join token,
+sends ``hello`` with the inventory and the containers the runtime sees, and waits for
+``welcome``, which says how long the node's lease is, how often to send heartbeats, and
+the node's whole desired state. Every
 ``desired`` frame after it goes to the runtime, and every change of the runtime's report
 goes back as a ``status`` frame. The session lasts until the socket closes or nothing
 at all (not even a pong to the agent's websocket pings) has arrived for a lease length.
@@ -76,7 +78,8 @@ async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) 
     last_failure = ""
     sent_on = 0  # attempts in a row that a standby sent elsewhere
     log.info("connecting to coordinator", url=",".join(config.servers), node=config.name)
-    async with aiohttp.ClientSession(timeout=HANDSHAKE_TIMEOUT) as http:
+    connector = aiohttp.TCPConnector(ssl=config.tls_context() or True)
+    async with aiohttp.ClientSession(timeout=HANDSHAKE_TIMEOUT, connector=connector) as http:
         while True:
             failure, report = "", log.warning
             url = servers.current
@@ -129,7 +132,10 @@ async def _session(
         )
     except aiohttp.WSServerHandshakeError as error:
         if error.status == 401:
-            raise Refused("the coordinator does not accept this join token (401)") from error
+            raise Refused(
+                "the coordinator does not accept this agent's credential (401): the join"
+                " token, or the client certificate it asks for (tls_cert_file)"
+            ) from error
         raise
     async with ws:
         seen = runtime.report()
@@ -246,6 +252,11 @@ async def _reports(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime) -> Non
 
 
 def _describe(error: BaseException) -> str:
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        return (
+            f"the coordinator's TLS certificate does not verify against tls_ca_file"
+            f" ({error.certificate_error})"
+        )
     if isinstance(error, aiohttp.WSServerHandshakeError):
         return f"the coordinator answered the upgrade with HTTP {error.status} {error.message}"
     if isinstance(error, TimeoutError):

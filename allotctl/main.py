@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """``allotctl``: the operator's view of the coordinator.
 
     allotctl nodes                 every node            allotctl node NAME       one node
@@ -34,14 +35,31 @@
     allotctl drain NODE            cordon, and move its containers to other nodes; those
                                    with no room stay pending (then it exits 3)
 
-Every command takes ``--json`` to print the API's own JSON instead of tables. The server
-and token come from ``--server``/``--token`` or ``ALLOT_SERVER``/``ALLOT_TOKEN``. A
-refusal prints the API's message and the numbers behind it, and exits 1.
+    allotctl quota set NAME --namespace NS [--composite] [--min cpu=2] [--max memory=8Gi]
+    allotctl pool set NAME [--parent P --weight 2 --strong-guarantee cpu=4 --limit cpu=8]
+    allotctl resource set GLOB --capacity 100 --algorithm FAIR_SHARE --lease-length 60
+                    --refresh-interval 10      (each also takes --file F: the API body)
+    allotctl quota|pool|resource delete NAME
+    allotctl apply -f FILE         the YAML documents of FILE (- for stdin): deployments,
+                                   quotas, pools, templates; says created, configured or
+                                   unchanged for each
+
+    allotctl config set-context NAME --server URL [--server URL] [--token-file F]
+                    [--ca-file F] [--use]
+    allotctl config use-context NAME | get-contexts | view
+
+Every command takes ``--json`` to print the API's own JSON instead of tables. The server,
+token and CA come from a flag (``--server``, ``--token``, ``--ca-file``), else from
+``ALLOT_SERVER``, ``ALLOT_TOKEN``, ``ALLOT_CA_FILE``, else from the context (``--context``,
+``ALLOT_CONTEXT`` or the config file's current one: ``allotctl.config_file``). A refusal
+prints the API's message and the numbers behind it, and exits 1; a usage or config error
+exits 2. Output into a pipe closed early (``| head``) ends quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -49,7 +67,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from allotctl import deployments, nodes
+import argcomplete
+
+from allotctl import apply, bodies, deployments, nodes, writes
+from allotctl.config_commands import config_arguments, run_config
+from allotctl.config_file import ConfigError, config_path, load
+from allotctl.connection import DEFAULT_SERVER, Flags, connection
 from allotctl.deployment_views import (
     container_details,
     containers_table,
@@ -77,14 +100,15 @@ from allotctl.views import (
     pool_details,
     pools_table,
     quota_details,
+    quota_view,
     quotas_table,
     resource_details,
     resources_tables,
     simulation_table,
+    template_view,
 )
 from client.api import ApiClient, ApiClientError, quote
 
-DEFAULT_SERVER = "http://127.0.0.1:7600"
 SEPARATOR = "--"  # what follows it is a container's command (deploy, replace)
 
 View = Callable[[bytes], str]
@@ -185,10 +209,30 @@ def _show_pools(body: bytes, args: argparse.Namespace) -> str:
     return simulation_table(body) if args.action == "simulate" else pools_table(body)
 
 
-def _resource(client: ApiClient, args: argparse.Namespace) -> bytes:
-    status = client.get(f"/v1/resources/{quote(args.id)}/status")
-    leases = client.get(f"/v1/resources/{quote(args.id)}/leases")
-    return b'{"status": %s, "leases": %s}' % (status, leases)
+def _by_action(
+    show: Callable[[bytes, argparse.Namespace], str], written: View
+) -> Callable[[bytes, argparse.Namespace], str]:
+    """The view of a ``writes`` command's answer: shown, set (``written``) or deleted."""
+
+    def render(body: bytes, args: argparse.Namespace) -> str:
+        verb, _ = writes.action(args)
+        if verb == "delete":
+            return writes.deleted(body)
+        return written(body) if verb == "set" else show(body, args)
+
+    return render
+
+
+def _apply_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f", "--file", required=True, help="YAML documents, each with kind and name; - for stdin"
+    )
+
+
+def _apply(client: ApiClient, args: argparse.Namespace) -> bytes:
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    documents = apply.read_documents(text, "stdin" if args.file == "-" else args.file)
+    return json.dumps(apply.apply_all(client, documents)).encode()
 
 
 def _get(path: str) -> Callable[[ApiClient, argparse.Namespace], bytes]:
@@ -210,10 +254,13 @@ COMMANDS: dict[str, Command] = {
         _shown(resources_tables),
     ),
     "resource": Command(
-        "show one lease resource with its leases",
-        _named("id"),
-        _resource,
-        _shown(resource_details),
+        "show one lease resource with its leases; set or delete its template",
+        writes.target_arguments(
+            "resource template", bodies.template_arguments, bodies.TEMPLATE_DESTS
+        ),
+        writes.resource,
+        _by_action(_shown(resource_details), template_view),
+        flags=bodies.TEMPLATE_FLAG_NAMES,
     ),
     "quotas": Command(
         "list the quotas: min, max, used and over-quota amounts",
@@ -222,10 +269,11 @@ COMMANDS: dict[str, Command] = {
         _shown(quotas_table),
     ),
     "quota": Command(
-        "show one quota",
-        _named("name"),
-        _get("/v1/quotas"),
-        lambda body, args: quota_details(body, args.name),
+        "show one quota; set or delete one",
+        writes.target_arguments("quota", bodies.quota_arguments, bodies.QUOTA_DESTS),
+        writes.quota,
+        _by_action(lambda body, args: quota_details(body, args.target), quota_view),
+        flags=bodies.QUOTA_FLAGS,
     ),
     "pools": Command(
         "list the pools with shares and volumes; 'pools simulate FILE' runs a what-if",
@@ -234,10 +282,11 @@ COMMANDS: dict[str, Command] = {
         _show_pools,
     ),
     "pool": Command(
-        "show one pool: config, share and introspection",
-        _named("name"),
-        lambda client, args: client.get(f"/v1/pools/{quote(args.name)}"),
-        _shown(pool_details),
+        "show one pool: config, share and introspection; set or delete one",
+        writes.target_arguments("pool", bodies.pool_arguments, bodies.POOL_DESTS),
+        writes.pool,
+        _by_action(_shown(pool_details), pool_details),
+        flags=bodies.POOL_FLAGS,
     ),
     "plan": Command(
         "show where containers would be placed (commits nothing)",
@@ -348,20 +397,67 @@ COMMANDS: dict[str, Command] = {
         _shown(drained_view),
         incomplete=drain_left_pending,
     ),
+    "apply": Command(
+        "create or change what a YAML file describes (deployments, quotas, pools, templates)",
+        _apply_arguments,
+        _apply,
+        lambda body, args: "\n".join(json.loads(body)),
+    ),
 }
+CONFIG = "config"  # the command that reads and writes the config file, not the API
+CLOSED_PIPE = 141  # as a shell reports a command that SIGPIPE ended: 128 + 13
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    if not args.token:
-        print("allotctl: no API token: pass --token or set ALLOT_TOKEN", file=sys.stderr)
+    try:
+        code = _run(args)
+        sys.stdout.flush()  # here, so that a closed pipe is seen while it can be quieted
+    except BrokenPipeError:
+        # As Python's documentation on SIGPIPE advises: the reader has gone, so nothing
+        # more can be said; point stdout at /dev/null so the interpreter's own flush at
+        # exit does not fail again and print a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return CLOSED_PIPE
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = config_path()
+    try:
+        if args.command == CONFIG:
+            print(run_config(args, path))
+            return 0
+        flags = Flags(
+            server=args.server, token=args.token, ca_file=args.ca_file, context=args.context
+        )
+        target = connection(flags, load(path), path)
+        client = ApiClient(target.server, target.token, ca_file=target.ca_file)
+    except (ConfigError, ApiClientError, OSError) as error:
+        print(f"allotctl: {error}", file=sys.stderr)
+        return 2
+    if not target.token:
+        print(
+            "allotctl: no API token: set ALLOT_TOKEN, give the context a token_file"
+            " (allotctl config set-context), or pass --token",
+            file=sys.stderr,
+        )
         return 2
     command = COMMANDS[args.command]
     try:
-        body = command.fetch(ApiClient(args.server, args.token), args)
+        body = command.fetch(client, args)
         print(body.decode() if args.json else command.render(body, args))
     except ApiClientError as error:
-        print(f"allotctl: {in_user_terms(error, args.server, command.flags)}", file=sys.stderr)
+        said = in_user_terms(error, target.server, command.flags, target.token_source)
+        print(f"allotctl: {said}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        raise  # an OSError, but no error of the command's: ``main`` ends quietly
+    except apply.Stopped as stopped:
+        if stopped.done:
+            print(json.dumps(stopped.done) if args.json else "\n".join(stopped.done))
+        print(f"allotctl: {stopped}", file=sys.stderr)
         return 1
     except (OSError, ValueError, LookupError, PlotUnavailable) as error:
         print(f"allotctl: {error}", file=sys.stderr)
@@ -378,26 +474,45 @@ def parse(argv: list[str]) -> argparse.Namespace:
     """
     cut = argv.index(SEPARATOR) if SEPARATOR in argv else len(argv)
     parser = _parser()
+    argcomplete.autocomplete(parser)  # answers the shell and exits when it is asking
     args = parser.parse_args(argv[:cut])
     args.container_command = argv[cut + 1 :]
-    if cut < len(argv) and not COMMANDS[args.command].takes_command:
+    if cut < len(argv) and (args.command == CONFIG or not COMMANDS[args.command].takes_command):
         parser.error(f"{args.command} takes no command after {SEPARATOR}")
     return args
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="allotctl", description="Operate an allot cluster.")
+    parser.add_argument("--version", action="version", version=f"allotctl {_version()}")
     parser.add_argument(
         "--server",
-        default=os.environ.get("ALLOT_SERVER", DEFAULT_SERVER),
-        help=f"coordinator URL (env ALLOT_SERVER, default {DEFAULT_SERVER})",
+        help="coordinator URL, or several comma-separated (env ALLOT_SERVER; else the"
+        f" context's servers; default {DEFAULT_SERVER})",
     )
     parser.add_argument(
-        "--token", default=os.environ.get("ALLOT_TOKEN", ""), help="API token (env ALLOT_TOKEN)"
+        "--token",
+        help="API token (env ALLOT_TOKEN). Avoid it: other users see it in ps; put the token"
+        " in a file and name it in a context (allotctl config set-context --token-file)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        help="CA (PEM) that signed an https coordinator's certificate (env ALLOT_CA_FILE)",
+    )
+    parser.add_argument(
+        "--context", help="the config file's context to use (env ALLOT_CONTEXT; else its current)"
     )
     commands = parser.add_subparsers(dest="command", required=True)
     for name, command in COMMANDS.items():
         sub = commands.add_parser(name, help=command.help)
         command.arguments(sub)
         sub.add_argument("--json", action="store_true", help="print the API's JSON")
+    config_arguments(commands.add_parser(CONFIG, help="the contexts of the config file"))
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("allot")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout never installed
+        return "unknown"

@@ -36,15 +36,22 @@ _RULES = (
         " beginning and ending with a letter or digit",
     ),
 )
-TOKEN_HINT = "(from --token or ALLOT_TOKEN)"
+# "pool 'p': field 'weight' = -1: must be ...", as the pool checks put a field's refusal.
+_FIELD_REFUSED = re.compile(r".*?field '(?P<field>[^']+)' = (?P<rest>.+)", re.DOTALL)
 
 
-def in_user_terms(error: ApiClientError, server: str, flags: FlagNames) -> str:
-    """What to print for ``error``: a refused token as such, a refusal of what a flag
-    gave in the flag's name, anything else as the API said it (``str(error)``)."""
+def in_user_terms(
+    error: ApiClientError,
+    server: str,
+    flags: FlagNames,
+    token_source: str = "--token or ALLOT_TOKEN",
+) -> str:
+    """What to print for ``error``: a refused token as such, with where it came from, a
+    refusal of what a flag gave in the flag's name, anything else as the API said it
+    (``str(error)``)."""
     if error.status == 401:
-        return f"the coordinator at {server} did not accept the API token {TOKEN_HINT}"
-    return _flag_refused(error, flags) or str(error)
+        return f"the coordinator at {server} did not accept the API token (from {token_source})"
+    return _flag_refused(error, flags) or _item_refused(error, flags) or str(error)
 
 
 def _flag_refused(error: ApiClientError, flags: FlagNames) -> str | None:
@@ -52,6 +59,9 @@ def _flag_refused(error: ApiClientError, flags: FlagNames) -> str | None:
     if isinstance(field, str) and field in flags and error.message.startswith(f"{field} = "):
         # "cpu_request = 'x': rule": the details restate the message, in the API's names.
         return flags[field] + " " + error.message.removeprefix(f"{field} = ")
+    named = _FIELD_REFUSED.fullmatch(error.message)
+    if named and isinstance(field, str) and named["field"] == field and field in flags:
+        return f"{flags[field]} {named['rest']}"
     found = _BODY_PROBLEM.fullmatch(error.message)
     if found is None:
         return None
@@ -63,6 +73,23 @@ def _flag_refused(error: ApiClientError, flags: FlagNames) -> str | None:
     if path not in flags:
         return None
     return f"{flags[path]} {said}" + _details(error)
+
+
+def _item_refused(error: ApiClientError, flags: FlagNames) -> str | None:
+    """A quota's refused quantities, listed in its details' items by "min.cpu": each as
+    the flag and pair that gave it, ``--min cpu='x': is not cores, ...``."""
+    items = error.details.get("items")
+    if not isinstance(items, list):
+        return None
+    said = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("field"), str):
+            return None
+        bound, _, resource = item["field"].partition(".")
+        if bound not in flags or not resource:
+            return None
+        said.append(f"{flags[bound]} {resource}={item.get('value')!r}: {item.get('reason')}")
+    return "\n".join(said) or None
 
 
 def _in_words(problem: str) -> str:

@@ -9,7 +9,7 @@ import time
 import msgspec
 
 from client.answers import AnswerDecoder
-from shared.api.leases import ResourceLeases, ResourceList, ResourceStatus
+from shared.api.leases import ResourceLeases, ResourceList, ResourceStatus, ResourceTemplate
 from shared.api.nodes import NodeList, NodeView
 from shared.api.plans import PlanResponse
 from shared.api.quotas import QuotaSummary, QuotaView
@@ -31,6 +31,8 @@ _resources = AnswerDecoder(ResourceList)
 _resource = AnswerDecoder(ResourceView)
 _plan = AnswerDecoder(PlanResponse)
 _quotas = AnswerDecoder(QuotaSummary)
+_quota_view = AnswerDecoder(QuotaView)
+_template = AnswerDecoder(ResourceTemplate)
 
 
 def nodes_table(body: bytes) -> str:
@@ -115,6 +117,22 @@ def resources_tables(body: bytes) -> str:
         ],
     )
     return templates + "\n\n" + resources
+
+
+def template_view(body: bytes) -> str:
+    """One resource template as a write answers it."""
+    t = _template.decode(body)
+    rows = [
+        ("template", t.identifier_glob),
+        ("algorithm", t.algorithm.kind),
+        ("capacity", amount(t.capacity)),
+        ("safe capacity", amount(t.safe_capacity)),
+        ("lease", f"{t.algorithm.lease_length:g}s"),
+        ("refresh", f"{t.algorithm.refresh_interval:g}s"),
+        ("learning", f"{t.learning_window:g}s"),
+        ("description", t.description or "-"),
+    ]
+    return table(None, rows)
 
 
 def resource_details(body: bytes) -> str:
@@ -234,6 +252,11 @@ def quota_details(body: bytes, name: str) -> str:
     if not found:
         raise LookupError(f"no quota named {name!r}")
     return _quota(found[0])
+
+
+def quota_view(body: bytes) -> str:
+    """One quota as a write answers it."""
+    return _quota(_quota_view.decode(body))
 
 
 def _quota(q: QuotaView) -> str:

@@ -4,11 +4,15 @@ With several coordinators (``server`` lists them, comma-separated) a request ref
 connection, or answered 503 ``not_leader`` (by a standby that knows no leader yet), goes
 to the next; a standby's ``307`` is followed with the same method, body and
 token, and the leader it names is used for the client's later requests.
+
+An ``https://`` coordinator is verified against ``ca_file`` (PEM) when one is given,
+else against the system's CAs; a certificate that fails says so ("certificate").
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -51,13 +55,22 @@ class _KeepRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_opener = urllib.request.build_opener(_KeepRedirects)
+def _opener(ca_file: str | None) -> urllib.request.OpenerDirector:
+    """An opener that leaves redirects to ``_send`` and trusts ``ca_file`` (or the
+    system's CAs); ``ApiClientError`` when the CA file cannot be used."""
+    try:
+        tls = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise ApiClientError(f"cannot use the CA file {ca_file}: {reason}") from None
+    return urllib.request.build_opener(_KeepRedirects, urllib.request.HTTPSHandler(context=tls))
 
 
 class ApiClient:
-    def __init__(self, server: str, token: str) -> None:
+    def __init__(self, server: str, token: str, *, ca_file: str | None = None) -> None:
         self._servers = Servers(split_servers(server) or [server])
         self._token = token
+        self._opener = _opener(ca_file)
 
     @property
     def server(self) -> str:
@@ -107,7 +120,7 @@ class ApiClient:
                 never_sent = isinstance(reason, ConnectionRefusedError)
                 if not never_sent or unreachable + 1 >= self._servers.count:
                     raise ApiClientError(
-                        f"cannot reach the coordinator at {self.server}: {reason}"
+                        f"cannot reach the coordinator at {self.server}: {_said(reason)}"
                     ) from None
             unreachable += 1
             self._servers.failed()
@@ -117,9 +130,15 @@ class ApiClient:
         request.add_header("Authorization", f"Bearer {self._token}")
         if data is not None:
             request.add_header("Content-Type", "application/json")
-        with _opener.open(request, timeout=TIMEOUT_SECONDS) as response:
+        with self._opener.open(request, timeout=TIMEOUT_SECONDS) as response:
             body: bytes = response.read()
             return body
+
+
+def _said(reason: object) -> str:
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return f"its certificate is not trusted: {reason.verify_message} (see --ca-file)"
+    return str(reason)
 
 
 def quote(segment: str) -> str:

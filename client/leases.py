@@ -9,6 +9,10 @@ The client is ``client_id`` within a namespace. ``namespace`` names it in every 
 left out, the coordinator takes the token's only namespace (an admin token: the
 cluster's own clients), and a token of several namespaces is refused until one is named.
 
+An https ``url`` is verified against ``ca_file`` (else the system's CAs); ``cert_file``
+and ``key_file`` present a client certificate to a coordinator that asks for one. A file
+that cannot be used raises ``shared.tls.TlsError`` from the constructor.
+
 ``url`` may list several coordinators, comma-separated (on etcd one leads, the others
 stand by): a standby's 307 is followed to the leader, which later requests go to, and a
 coordinator that does not answer usably makes the next request go to the next one.
@@ -68,6 +72,7 @@ from shared.lease_protocol import (
 from shared.logs import get_logger
 from shared.resource_names import is_rfc1123_label
 from shared.servers import Servers, split_servers
+from shared.tls import client_context
 
 log = get_logger("allot.leases")
 
@@ -271,6 +276,9 @@ class LeaseClient:
         backoff_base: float = 1.0,
         backoff_cap: float = 30.0,
         answer_wait: float = 0.5,
+        ca_file: str = "",
+        cert_file: str = "",
+        key_file: str = "",
     ) -> None:
         for name, value in (
             ("min_refresh_interval", min_refresh_interval),
@@ -298,6 +306,8 @@ class LeaseClient:
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
         self._answer_wait = answer_wait
+        # Built now, so that a missing or wrong file is an error here, not in the loop.
+        self._tls = client_context(ca_file, cert_file, key_file)
         self._resources: dict[str, ResourceHandle] = {}
         self._releasing: dict[str, None] = {}  # released ids not yet confirmed, in order
         self._waiters: list[_Waiter] = []  # for the answer to the next request
@@ -407,6 +417,7 @@ class LeaseClient:
             raise RuntimeError("the lease client is closed")
         if self._refresher is None:
             self._http = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._tls or True),
                 headers={
                     "Authorization": f"Bearer {self._token}",
                     "Content-Type": "application/json",

@@ -1,16 +1,18 @@
 """The agent websocket ``/v1/agent``: one session per connected agent.
 
-A session: the join token is checked before the upgrade (401 otherwise, which closes the
-connection, held back for a source that keeps failing: ``AuthRefusals``); the first
-frame must be ``hello`` within ``hello_timeout_seconds``; the node is registered and
-persisted, then answered with ``welcome`` carrying the node's whole desired state;
-afterwards ``heartbeat`` renews the node's lease and ``status`` updates its health and
-what its containers are doing; the drift, restarts and failed tries a status reports are
-events, each once (``agent_reports``). After every change of a node's containers the node's
-agent is sent its whole desired state again (``desired``, full). A newer session for
-the same node replaces the older one, whose frames are no longer acted on. When a lease
-expires the node is marked lost and its socket, if one is still open, is closed, so a
-node always comes back through a fresh ``hello``.
+A session: the agent's credential (the join token, or with a client CA its client
+certificate: ``agent_identity``) is checked before the upgrade (401 otherwise, which
+closes the connection, held back for a source that keeps failing: ``AuthRefusals``); the first
+frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may be the
+node it names; the node is registered and persisted, then answered with ``welcome``
+carrying the node's whole desired state; afterwards ``heartbeat`` renews the node's lease
+and ``status`` updates its health and what its containers are doing; the drift, restarts
+and failed tries a status reports are events, each once (``agent_reports``). After every
+change of a node's containers the node's agent is sent its whole desired state again
+(``desired``, full). A newer session for the same node replaces the older one, whose
+frames are no longer acted on. When a lease expires the node is marked lost and its
+socket, if one is still open, is closed, so a node always comes back through a fresh
+``hello``.
 
 An agent is untrusted input. Every frame is checked as it is decoded (ranges, lengths,
 and the rules between an inventory's fields), and a frame that fails changes nothing: a
@@ -20,9 +22,10 @@ refusal is answered with an ``error`` frame (code and message) before the close,
 in ``allot_agent_protocol_errors_total{code}`` and logged; one that names a node is also
 a ``refused`` event of that node.
 
-Close codes: 1007 malformed frame, 1003 text frame, 1008 refused (token, protocol
-version, node name, invalid inventory, no hello), 1009 frame too large (aiohttp), 1001
-coordinator going away, 4000 replaced by a newer session, 4001 lease expired.
+Close codes: 1007 malformed frame, 1003 text frame, 1008 refused (token, a node the
+certificate does not name, protocol version, node name, invalid inventory, no hello),
+1009 frame too large (aiohttp), 1001 coordinator going away, 4000 replaced by a newer
+session, 4001 lease expired.
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ import contextlib
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from coordinator.agent_identity import AgentAuthorizer, AgentRefusal
 from coordinator.agent_reports import ATTEMPTS, DRIFT, ReportedOnce
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
-from coordinator.http.auth import BEARER_HINT, AuthRefusals, bearer_token, token_matches
+from coordinator.http.auth import BEARER_HINT, AuthRefusals
 from coordinator.metrics import Metrics
 from coordinator.services.events import Note
 from coordinator.services.nodes import node_name_problem
@@ -64,7 +68,6 @@ log = get_logger("allot.coordinator.agents")
 CLOSE_REPLACED = 4000
 CLOSE_LEASE_EXPIRED = 4001
 PUBLISH_SLICE = 100  # nodes sent their desired state between two turns of the loop
-UNAUTHORIZED = "unauthorized"  # the refusal code of a hello with a wrong join token
 
 
 class AgentHub:
@@ -83,15 +86,22 @@ class AgentHub:
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._config = config
+        self._authorizer = AgentAuthorizer(
+            join_token=config.join_token, client_ca=bool(config.tls_client_ca_file)
+        )
         self._metrics = metrics
         self._sessions: dict[str, web.WebSocketResponse] = {}
         logged = deployments.events.events()
         self._reports = [ReportedOnce(logged, DRIFT), ReportedOnce(logged, ATTEMPTS)]
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        if not token_matches(bearer_token(request), (self._config.join_token,)):
-            await self._refusals.refused("join_token", request.remote or "")
-            raise Unauthorized("missing or invalid join token", details=BEARER_HINT)
+        problem = self._authorizer.admission_problem(request)
+        if problem is not None:
+            kind = "client_certificate" if self._config.tls_client_ca_file else "join_token"
+            await self._refusals.refused(kind, request.remote or "")
+            hint = None if self._config.tls_client_ca_file else BEARER_HINT
+            raise Unauthorized(problem, details=hint)
+        certified = self._authorizer.certified(request)
         offered = request.headers.get("Sec-WebSocket-Protocol", "")
         if SUBPROTOCOL not in (p.strip() for p in offered.split(",")):
             raise ApiError(
@@ -106,7 +116,7 @@ class AgentHub:
         await ws.prepare(request)
         self._metrics.agent_connections.inc()
         try:
-            await self._serve(ws, request.remote or "")
+            await self._serve(ws, request.remote or "", certified)
         finally:
             self._metrics.agent_connections.dec()
             await ws.close()
@@ -162,8 +172,10 @@ class AgentHub:
         for ws in sessions.values():
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
 
-    async def _serve(self, ws: web.WebSocketResponse, address: str) -> None:
-        hello = await self._await_hello(ws, address)
+    async def _serve(
+        self, ws: web.WebSocketResponse, address: str, certified: frozenset[str] | None
+    ) -> None:
+        hello = await self._await_hello(ws, address, certified)
         if hello is None:
             return
         name = hello.node
@@ -199,10 +211,12 @@ class AgentHub:
                 del self._sessions[name]
         log.info("agent disconnected", node=name, address=address, code=ws.close_code)
 
-    async def _await_hello(self, ws: web.WebSocketResponse, address: str) -> Hello | None:
+    async def _await_hello(
+        self, ws: web.WebSocketResponse, address: str, certified: frozenset[str] | None
+    ) -> Hello | None:
         try:
             async with asyncio.timeout(self._config.hello_timeout_seconds):
-                frame = await self._receive(ws, None, address)
+                frame = await self._receive(ws, None, address, certified)
         except TimeoutError:
             await self._refuse(ws, "no_hello", "no hello frame in time", address)
             return None
@@ -211,34 +225,42 @@ class AgentHub:
         if not isinstance(frame, Hello):
             await self._refuse(ws, "expected_hello", "the first frame must be hello", address)
             return None
-        refusal = self._sender_refusal(frame)
+        refusal = self._sender_refusal(frame, certified)
         if refusal is not None:
-            await self._refuse(ws, *refusal, address)
+            await self._refuse_sender(ws, refusal, address)
             return None
         return frame
 
-    def _sender_refusal(self, hello: HelloHead) -> tuple[str, str] | None:
-        """Why the sender of ``hello`` may not register (code, message), or None."""
+    def _sender_refusal(
+        self, hello: HelloHead, certified: frozenset[str] | None
+    ) -> AgentRefusal | None:
+        """Why the sender of ``hello`` may not register, or None."""
         if hello.protocol != PROTOCOL_VERSION:
-            return (
-                "protocol_version",
-                f"agent speaks protocol {hello.protocol}, coordinator {PROTOCOL_VERSION}",
+            return AgentRefusal(
+                code="protocol_version",
+                message=f"agent speaks protocol {hello.protocol}, coordinator {PROTOCOL_VERSION}",
             )
-        if not token_matches(hello.token, (self._config.join_token,)):
-            return UNAUTHORIZED, "the hello carries an invalid join token"
+        refusal = self._authorizer.hello_refusal(hello, certified)
+        if refusal is not None:
+            return refusal
         problem = node_name_problem(hello.node)
         if problem is not None:
-            return "invalid_node_name", problem
+            return AgentRefusal(code="invalid_node_name", message=problem)
         return None
 
     async def _receive(
-        self, ws: web.WebSocketResponse, name: str | None, address: str
+        self,
+        ws: web.WebSocketResponse,
+        name: str | None,
+        address: str,
+        certified: frozenset[str] | None = None,
     ) -> AgentFrame | None:
         """The next frame to act on, or None once the session is over.
 
         An unknown frame type is answered with an error and skipped (a newer agent may
         send one); anything else that cannot be taken ends the session with a reason. A
-        hello's inventory is judged only once its sender passed (``_sender_refusal``).
+        hello's inventory is judged only once its sender passed (``_sender_refusal``, with
+        ``certified`` the names the sender's certificate allows).
         """
         while True:
             message = await ws.receive()
@@ -246,9 +268,9 @@ class AgentHub:
                 try:
                     frame = decode_from_agent(message.data, max_bytes=self._config.max_frame_bytes)
                 except InvalidInventory as error:
-                    refusal = self._sender_refusal(error.sender) if name is None else None
+                    refusal = None if name else self._sender_refusal(error.sender, certified)
                     if refusal is not None:
-                        await self._refuse(ws, *refusal, address)
+                        await self._refuse_sender(ws, refusal, address)
                     else:
                         node = name or error.sender.node
                         await self._refuse(ws, error.code, error.message, address, node=node)
@@ -294,6 +316,11 @@ class AgentHub:
         else:
             log.warning("agent said hello twice; ignored", node=name)
 
+    async def _refuse_sender(
+        self, ws: web.WebSocketResponse, refusal: AgentRefusal, address: str
+    ) -> None:
+        await self._refuse(ws, refusal.code, refusal.message, address, node=refusal.node)
+
     async def _refuse(
         self,
         ws: web.WebSocketResponse,
@@ -308,7 +335,7 @@ class AgentHub:
         authentication failure: logged at most once a minute per address, and held back
         for an address that keeps failing."""
         self._metrics.protocol_errors.labels(code=code).inc()
-        if code == UNAUTHORIZED:
+        if code == Unauthorized.code:
             await self._refusals.refused("join_token", address)
         else:
             log.warning("agent refused", node=node, address=address, code=code, reason=message)

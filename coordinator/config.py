@@ -3,6 +3,8 @@ then flags (see ``shared.config``)."""
 
 from __future__ import annotations
 
+import ipaddress
+import ssl
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -15,6 +17,7 @@ from coordinator.store.etcd import check_root
 from coordinator.store.etcd_link import EtcdSettings, endpoint_problem
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
 from shared.resource_names import is_rfc1123_label
+from shared.tls import TlsError, reload_server_context, server_context
 from shared.tokens import token_problem
 
 ENV_PREFIX = "ALLOT_COORDINATOR_"
@@ -103,10 +106,31 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         Meta(
             description="etcd: the URL agents and clients reach this coordinator at, given"
             " to them by the standbys while it leads (default: http://host:port, the port"
-            " bound)"
+            " bound; https:// with TLS)"
         ),
     ] = ""
-    join_token: Annotated[str, Meta(description="secret agents present to join")] = ""
+    tls_cert_file: Annotated[
+        str, Meta(description="TLS: the coordinator's certificate (PEM): serve https and wss")
+    ] = ""
+    tls_key_file: Annotated[str, Meta(description="TLS: that certificate's key (PEM)")] = ""
+    tls_client_ca_file: Annotated[
+        str,
+        Meta(
+            description="TLS: the CA of agents' certificates; each agent must then present"
+            " one, and may register only as the node it names (the join token is not needed)"
+        ),
+    ] = ""
+    allow_insecure_http: Annotated[
+        bool,
+        Meta(
+            description="serve plain http on a non-loopback host: tokens and desired state"
+            " cross the network readable by anyone on the path"
+        ),
+    ] = False
+    join_token: Annotated[
+        str,
+        Meta(description="secret agents present to join (not needed with tls_client_ca_file)"),
+    ] = ""
     api_tokens: Annotated[
         list[str], Meta(description="secrets API clients present (comma-separated)")
     ] = []
@@ -175,7 +199,7 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if not self.api_tokens:
             raise ValueError("api_tokens must name at least one token")
-        named = [("join_token", self.join_token)]
+        named = [] if self.tls_client_ca_file else [("join_token", self.join_token)]
         named += [(f"api_tokens[{i}]", token) for i, token in enumerate(self.api_tokens)]
         named += [
             (f"namespace_tokens[{i}].token", e.token) for i, e in enumerate(self.namespace_tokens)
@@ -191,11 +215,29 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         except TemplateError as error:
             raise ValueError(f"resources: {error.message}") from None
         _check_etcd(self)
+        _check_tls(self)
         if self.heartbeat_seconds >= self.lease_seconds:
             raise ValueError(
                 f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be shorter than"
                 f" lease_seconds ({self.lease_seconds:g})"
             )
+
+    @property
+    def tls(self) -> bool:
+        """Whether the API and the agent socket are served over TLS."""
+        return bool(self.tls_cert_file)
+
+    def server_tls_context(self) -> ssl.SSLContext | None:
+        """A fresh context for the configured files (None without TLS)."""
+        if not self.tls:
+            return None
+        return server_context(self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file)
+
+    def reload_tls(self, context: ssl.SSLContext) -> None:
+        """Read the configured files again into ``context`` (raises ``TlsError``)."""
+        reload_server_context(
+            context, self.tls_cert_file, self.tls_key_file, self.tls_client_ca_file
+        )
 
     @property
     def store_path(self) -> Path:
@@ -249,6 +291,35 @@ def _check_etcd(config: CoordinatorConfig) -> None:
         path = getattr(config, name)
         if path and not Path(path).is_file():
             raise ValueError(f"{name}: {path} is not a readable file")
+
+
+def _check_tls(config: CoordinatorConfig) -> None:
+    """The TLS files exist and fit (the context is built once to know), and a host beyond
+    loopback is served over TLS unless the operator chose otherwise."""
+    if bool(config.tls_cert_file) != bool(config.tls_key_file):
+        raise ValueError("tls_cert_file and tls_key_file go together: give both or neither")
+    if config.tls_client_ca_file and not config.tls:
+        raise ValueError("tls_client_ca_file needs tls_cert_file and tls_key_file: TLS on")
+    try:
+        config.server_tls_context()
+    except TlsError as error:
+        raise ValueError(f"tls: {error}") from None
+    if not config.tls and not config.allow_insecure_http and not is_loopback(config.host):
+        raise ValueError(
+            f"host {config.host!r} is beyond loopback and TLS is off: tokens would cross the"
+            " network in clear. Give tls_cert_file and tls_key_file (allot-coordinator tls"
+            " makes them), or allow_insecure_http = true on a network you trust"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` can be reached from this machine only: localhost, 127.0.0.0/8, ::1."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _check_namespace_tokens(entries: list[NamespaceToken]) -> None:

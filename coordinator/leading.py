@@ -1,6 +1,6 @@
 """A coordinator on etcd: a warm standby until elected, the leader until it is not.
 
-    await serve_on_etcd(config, listener, url, stopping)
+    await serve_on_etcd(config, listener, url, stopping, tls)
 
 The process follows the whole store in memory (``Replica``) from the start and campaigns
 for the leader key (``Election``). Meanwhile it serves the standby application
@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any, TypeVar
@@ -54,10 +55,15 @@ T = TypeVar("T")
 
 
 async def serve_on_etcd(
-    config: CoordinatorConfig, listener: socket.socket, url: str, stopping: asyncio.Future[None]
+    config: CoordinatorConfig,
+    listener: socket.socket,
+    url: str,
+    stopping: asyncio.Future[None],
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     """Serve as standby or leader, in turn, until ``stopping`` is done; ``url`` is where
-    the others send agents and clients while this coordinator leads."""
+    the others send agents and clients while this coordinator leads. With ``tls`` both
+    applications serve https and wss."""
     doors = open_doors(config)  # one for the process: the cap counts every site's
     store = await EtcdStore.open(config.etcd)
     replica = await Replica.follow(store)
@@ -71,14 +77,18 @@ async def serve_on_etcd(
         while not stopping.done():
             if won is None:
                 warm = _kept_warm(replica, config.share_base)  # the loop held meanwhile
-                standby = make_standby_app(config.join_token, election.leader_url)
-                async with _serving(standby, listener, doors, shutdown_s=0.5):
+                standby = make_standby_app(
+                    config.join_token,
+                    election.leader_url,
+                    client_ca=bool(config.tls_client_ca_file),
+                )
+                async with _serving(standby, listener, tls, doors, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_url() or "none yet")
                     notify("READY=1", "STATUS=standby")
                     won = await _unless_stopping(election.campaign(), stopping)
                 if won is None:
                     return
-            await _lead(config, listener, doors, url, replica, election, won, warm, stopping)
+            await _lead(config, listener, tls, doors, url, replica, election, won, warm, stopping)
             won = warm = None
     finally:
         await replica.close()
@@ -87,6 +97,7 @@ async def serve_on_etcd(
 async def _lead(
     config: CoordinatorConfig,
     listener: socket.socket,
+    tls: ssl.SSLContext | None,
     doors: Doors,
     url: str,
     replica: Replica,
@@ -109,7 +120,7 @@ async def _lead(
         kept = None if warm is None else warm.take()
         app = make_app(config, store=fenced, warm=kept)
         app[METRICS].follow_connections(doors)
-        async with _serving(app, listener, doors, shutdown_s=5.0):
+        async with _serving(app, listener, tls, doors, shutdown_s=5.0):
             log.warning(
                 "leading",
                 url=url,
@@ -188,14 +199,19 @@ async def _unless_stopping(work: Awaitable[T], stopping: asyncio.Future[None]) -
 
 @contextlib.asynccontextmanager
 async def _serving(
-    app: web.Application, listener: socket.socket, doors: Doors, *, shutdown_s: float
+    app: web.Application,
+    listener: socket.socket,
+    tls: ssl.SSLContext | None,
+    doors: Doors,
+    *,
+    shutdown_s: float,
 ) -> AsyncIterator[None]:
     runner = web.AppRunner(
         app, access_log=None, shutdown_timeout=shutdown_s, keepalive_timeout=doors.keepalive_s
     )
     await runner.setup()
     try:
-        await DoorSite(runner, listener.dup(), doors).start()
+        await DoorSite(runner, listener.dup(), doors, ssl_context=tls).start()
         yield
     finally:
         try:

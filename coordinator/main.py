@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
+import signal
 import socket
+import ssl
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from aiohttp import web
@@ -21,6 +25,7 @@ from coordinator.store import StoreError
 from coordinator.store.etcd import check_root
 from coordinator.store.etcd_link import EtcdSettings, endpoint_problem
 from coordinator.store.migrate import migrate
+from coordinator.tls_command import tls_main
 from shared.logs import configure, get_logger
 from shared.sdnotify import notify
 from shared.service import (
@@ -29,6 +34,7 @@ from shared.service import (
     stop_signal,
     systemd_watchdog,
 )
+from shared.tls import TlsError
 
 log = get_logger("allot.coordinator")
 
@@ -37,11 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     args_given = sys.argv[1:] if argv is None else argv
     if args_given[:1] == ["migrate"]:
         return migrate_main(args_given[1:])
+    if args_given[:1] == ["tls"]:
+        return tls_main(args_given[1:])
     parser = argparse.ArgumentParser(
         prog="allot-coordinator",
         description="Run the allot coordinator: the HTTP API, the agent socket and the store."
         f" Every setting can also be given as {ENV_PREFIX}<NAME> in the environment."
-        " 'allot-coordinator migrate --help': copy a SQLite store into etcd.",
+        " 'allot-coordinator migrate --help': copy a SQLite store into etcd;"
+        " 'allot-coordinator tls --help': make a CA and certificates.",
     )
     add_config_arguments(parser, CoordinatorConfig)
     args = parser.parse_args(argv)
@@ -137,25 +146,52 @@ def settle_heap() -> None:
 
 
 async def serve(config: CoordinatorConfig) -> None:
-    if config.store == "etcd":
-        await _serve_on_etcd(config)
-    else:
-        await _serve_alone(config)
+    tls = config.server_tls_context()
+    with _reloading_on_sighup(config, tls):
+        if config.store == "etcd":
+            await _serve_on_etcd(config, tls)
+        else:
+            await _serve_alone(config, tls)
 
 
-async def _serve_on_etcd(config: CoordinatorConfig) -> None:
+@contextlib.contextmanager
+def _reloading_on_sighup(config: CoordinatorConfig, tls: ssl.SSLContext | None) -> Iterator[None]:
+    """While the block runs, SIGHUP reads the TLS files again (``systemctl reload``)."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, _reload_tls, config, tls)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGHUP)
+
+
+def _reload_tls(config: CoordinatorConfig, tls: ssl.SSLContext | None) -> None:
+    """New handshakes get the files as they are now; open connections keep theirs, so
+    no agent session is dropped. Unusable files leave the previous ones in use."""
+    if tls is None:
+        log.info("SIGHUP: nothing to reload, TLS is off")
+        return
+    try:
+        config.reload_tls(tls)
+    except TlsError as error:
+        log.error("TLS files not reloaded; the previous ones stay in use", reason=error)
+        return
+    log.info("TLS files reloaded", cert=config.tls_cert_file, client_ca=config.tls_client_ca_file)
+
+
+async def _serve_on_etcd(config: CoordinatorConfig, tls: ssl.SSLContext | None) -> None:
     """Several coordinators on one etcd prefix: one leads, the others stand by."""
     try:
         listener = socket.create_server((config.host, config.port), reuse_port=False)
     except OSError as error:
         raise ListenError(error.strerror or str(error)) from error
     stopping = asyncio.ensure_future(stop_signal())
-    bound = _url(listener.getsockname()[:2])
+    bound = _url(listener.getsockname()[:2], tls=tls is not None)
     try:
         _say_listening(config, bound, leader_ttl_s=config.leader_ttl_seconds)
         async with systemd_watchdog():
             url = config.advertise_url.rstrip("/") or bound
-            await serve_on_etcd(config, listener, url, stopping)
+            await serve_on_etcd(config, listener, url, stopping, tls)
     finally:
         stopping.cancel()
         listener.close()
@@ -177,12 +213,13 @@ def _say_listening(config: CoordinatorConfig, url: str, **more: object) -> None:
     )
 
 
-def _url(address: tuple[str, int]) -> str:
+def _url(address: tuple[str, int], *, tls: bool) -> str:
     host, port = address
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
-async def _serve_alone(config: CoordinatorConfig) -> None:
+async def _serve_alone(config: CoordinatorConfig, tls: ssl.SSLContext | None) -> None:
     doors = open_doors(config)
     app = make_app(config)
     app[METRICS].follow_connections(doors)
@@ -199,8 +236,8 @@ async def _serve_alone(config: CoordinatorConfig) -> None:
             listener = socket.create_server((config.host, config.port), family=_family(config))
         except OSError as error:
             raise ListenError(error.strerror or str(error)) from error
-        await DoorSite(runner, listener, doors).start()
-        url = _url(listener.getsockname()[:2])
+        await DoorSite(runner, listener, doors, ssl_context=tls).start()
+        url = _url(listener.getsockname()[:2], tls=tls is not None)
         _say_listening(config, url, max_connections=doors.max_connections)
         notify("READY=1", f"STATUS=serving on {url}")
         async with systemd_watchdog():

@@ -78,7 +78,8 @@ class Metrics:
         self.auth_failures = Counter(
             "allot_auth_failures",
             "Failed authentications, by kind: api_token (the API), join_token (the agent"
-            " socket's upgrade or hello).",
+            " socket's upgrade or hello), client_certificate (an agent's upgrade without"
+            " one, where a client CA is set).",
             ["kind"],
             registry=self.registry,
         )

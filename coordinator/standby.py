@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from coordinator.http.auth import AGENT_PATH, bearer_token, token_matches
+from coordinator.agent_identity import AgentAuthorizer
+from coordinator.http.auth import AGENT_PATH
 from coordinator.http.bodies import json_response
 from coordinator.http.cluster import healthz
 from coordinator.http.errors import error_response
@@ -28,16 +29,20 @@ CLOSE_NOT_LEADER = 4002
 LeaderUrl = Callable[[], Awaitable[str]]
 
 
-def make_standby_app(join_token: str, leader_url: LeaderUrl) -> web.Application:
+def make_standby_app(
+    join_token: str, leader_url: LeaderUrl, *, client_ca: bool = False
+) -> web.Application:
     app = web.Application()
+    authorizer = AgentAuthorizer(join_token=join_token, client_ca=client_ca)
 
     async def readyz(request: web.Request) -> web.Response:
         leader = await leader_url()
         return json_response({"status": "standby", "role": "standby", "leader": leader}, 503)
 
     async def agent_socket(request: web.Request) -> web.StreamResponse:
-        if not token_matches(bearer_token(request), (join_token,)):
-            return error_response(401, "unauthorized", "missing or invalid join token")
+        problem = authorizer.admission_problem(request)
+        if problem is not None:
+            return error_response(401, "unauthorized", problem)
         leader = await leader_url()
         ws = web.WebSocketResponse(protocols=(SUBPROTOCOL,))
         await ws.prepare(request)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -24,6 +26,15 @@ ETCD_HOW_TO_FIX = (
     "run scripts/provision (as root it installs etcd-server), or set"
     f" {ETCD_OPT_OUT}=1 to skip the etcd tests on purpose"
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test reads this machine's allotctl config (~/.config/allot) or a context chosen
+    in the shell that started pytest: allotctl, in-process or a subprocess of a test,
+    finds a config file that does not exist. tests/allotctl gives each test its own."""
+    os.environ.pop("ALLOT_CONTEXT", None)
+    missing = Path(tempfile.gettempdir()) / f"allot-tests-{os.getpid()}" / "no-config.toml"
+    os.environ["ALLOT_CONFIG"] = str(missing)
 
 
 @pytest.fixture

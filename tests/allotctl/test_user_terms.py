@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from allotctl.main import main
+from allotctl.user_terms import in_user_terms
+from client.api import ApiClientError
 from shared.api.deployments import MAX_COUNT
 from tests.coordinator.conftest import API_TOKEN, Coordinator
 
@@ -107,3 +109,43 @@ def test_the_help_names_the_cap(command: str, capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         main([command, "--help"])
     assert f"at most {MAX_COUNT}" in " ".join(capsys.readouterr().out.split())
+
+
+# -- the refusals of quotas and pools, without a coordinator -----------------------------
+
+QUOTA_ITEMS = ApiClientError(
+    "...",
+    status=422,
+    code="invalid_quantity",
+    message="ElasticQuota 'q': invalid quantity: ...",
+    details={
+        "quota": "q",
+        "items": [
+            {"field": "min.cpu", "value": "x", "reason": "is not cores"},
+            {"field": "max.memory", "value": "1.5", "reason": "is not a whole number of bytes"},
+        ],
+    },
+)
+POOL_FIELD = ApiClientError(
+    "...",
+    status=422,
+    code="invalid_weight",
+    message="pool 'p': field 'weight' = -1: must be a finite number > 0",
+    details={"pool": "p", "field": "weight", "value": -1},
+)
+
+
+def test_each_refused_quota_quantity_names_its_flag_and_pair() -> None:
+    assert in_user_terms(QUOTA_ITEMS, "http://c", {"min": "--min", "max": "--max"}) == (
+        "--min cpu='x': is not cores\n--max memory='1.5': is not a whole number of bytes"
+    )
+
+
+def test_a_refused_pool_field_names_its_flag() -> None:
+    said = in_user_terms(POOL_FIELD, "http://c", {"weight": "--weight"})
+    assert said == "--weight -1: must be a finite number > 0"
+
+
+def test_a_refusal_of_something_without_a_flag_is_said_as_the_api_says_it() -> None:
+    assert in_user_terms(QUOTA_ITEMS, "http://c", {"min": "--min"}) == "..."
+    assert in_user_terms(POOL_FIELD, "http://c", {"parent": "--parent"}) == "..."

@@ -21,7 +21,9 @@ from aiohttp import web
 
 from coordinator.config import CoordinatorConfig
 from coordinator.doors import FILE_HEADROOM, KEEPALIVE_SECONDS, Doors, DoorSite
+from coordinator.tls_files import make_ca, make_leaf, server_leaf
 from shared.config import ConfigError, load
+from shared.tls import client_context, server_context
 
 HEADER_TIMEOUT = 0.5
 # How long past its bound a close may come on a loaded two-core machine.
@@ -205,30 +207,17 @@ async def test_clients_are_served_while_half_headers_and_a_full_cap_are_turned_a
 
 
 @pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1, made by the openssl command."""
-    where = tmp_path_factory.mktemp("tls")
-    cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt"),
-            *("ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"),
-            *("-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
-    return cert, key
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA and a server certificate for 127.0.0.1, as ``allot-coordinator tls`` makes them."""
+    directory = tmp_path_factory.mktemp("pki")
+    make_ca(directory)
+    make_leaf(directory, server_leaf(["127.0.0.1"]))
+    return directory
 
 
-async def test_with_tls_the_handshake_and_the_headers_each_have_the_timeout(
-    certificate: tuple[Path, Path],
-) -> None:
-    cert, key = certificate
-    server_side = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_side.load_cert_chain(cert, key)
-    client_side = ssl.create_default_context(cafile=cert)
+async def test_with_tls_the_handshake_and_the_headers_each_have_the_timeout(pki: Path) -> None:
+    server_side = server_context(str(pki / "server.pem"), str(pki / "server-key.pem"))
+    client_side = client_context(str(pki / "ca.pem"))
     async with serving(ssl_context=server_side) as door:
         no_handshake, _ = await door.connect()
         assert await closed_after(no_handshake, within=HEADER_TIMEOUT + SLACK) is not None

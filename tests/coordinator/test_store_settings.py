@@ -77,6 +77,7 @@ def test_leader_settings_have_defaults_and_pass_through() -> None:
         store="etcd",
         etcd_endpoints=["e:2379"],
         host="0.0.0.0",
+        allow_insecure_http=True,
         advertise_url="http://c1.example:7600",
         leader_ttl_seconds=10,
     )

@@ -1,16 +1,22 @@
 """``make run`` (scripts/run-local) with real processes: a second one, while one runs
 from the same state directory or on the same port, stops before it starts anything and
-says why; the first one keeps its coordinator and its agent's session."""
+says why; the first one keeps its coordinator and its agent's session. The first run
+sets allotctl's context ``local``, so ``allotctl nodes`` works with nothing exported.
+
+Each run's allotctl config file is in the test's directory (``ALLOT_CONFIG``), never the
+machine's ~/.config."""
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import Service, free_port
+from tests.e2e.processes import BIN, Service, free_port
 
 pytestmark = pytest.mark.e2e
 RUN_LOCAL = Path(__file__).resolve().parents[2] / "scripts" / "run-local"
@@ -19,11 +25,13 @@ NODE = "e2e-make-run"
 
 def make_run(state: Path, port: int, log: Path) -> Service:
     """``make run`` keeping its state in ``state`` and serving on ``port``; its agent is
-    node ``NODE``, so it touches no container of another agent of this host."""
+    node ``NODE``, so it touches no container of another agent of this host. allotctl's
+    config file is ``allotctl.toml`` beside ``log``."""
     env = {
         "ALLOT_RUN_DIR": str(state),
         "ALLOT_RUN_PORT": str(port),
         "ALLOT_AGENT_NODE_NAME": NODE,
+        "ALLOT_CONFIG": str(log.parent / "allotctl.toml"),
         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
     }
     return Service("make run", [str(RUN_LOCAL)], env, log).start()
@@ -66,6 +74,7 @@ def test_a_second_run_stops_before_starting_anything(tmp_path: Path, runs: list[
     first.wait_for(r"allot is running", timeout=30)
     first.wait_for(r"INFO registered with coordinator node=" + NODE, timeout=30)
     assert first.process is not None
+    nothing_exported(tmp_path / "allotctl.toml", first.text())
     attempts = [
         (
             state,
@@ -89,3 +98,17 @@ def test_a_second_run_stops_before_starting_anything(tmp_path: Path, runs: list[
     assert first.process.poll() is None
     assert first.stop() == 0
     assert "allot stopped" in first.text()
+
+
+def nothing_exported(config: Path, banner: str) -> None:
+    """The run made context ``local`` current in ``config`` (mode 0600), said so, and
+    ``allotctl nodes`` shows its node with no variable but ``ALLOT_CONFIG``."""
+    assert f"allotctl context local in {config} (current)" in banner, banner
+    assert f"try      {BIN.relative_to(RUN_LOCAL.parents[1])}/allotctl nodes\n" in banner
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    env = {"ALLOT_CONFIG": str(config), "PATH": os.environ["PATH"]}
+    nodes = subprocess.run(
+        [str(BIN / "allotctl"), "nodes"], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert nodes.returncode == 0, nodes.stderr
+    assert NODE in nodes.stdout
