@@ -33,7 +33,9 @@ class LogThrottle:
     def due(self, now: float) -> int | None:
         """The count to log now, if any is pending and the period since the last line has
         passed; None otherwise. O(1)."""
-        if not self.pending or (self._last is not None and now - self._last < self.every):
+        # Compared with last + every, the very sum next_line_at gives: now - last might
+        # round below every at that time.
+        if not self.pending or (self._last is not None and now < self._last + self.every):
             return None
         count, self.pending, self._last = self.pending, 0, now
         return count
