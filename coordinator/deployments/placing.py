@@ -106,7 +106,7 @@ def scale(draft: Draft, namespace: str, name: str, count: int) -> DeployOutcome:
         draft.drop_pending(stand_in.id)
         draft.note(note_for("deleted", f"scaled down to {count}", stand_in))
     for record in reversed(mine[count:]):
-        draft.release(record)
+        draft.stop(record, f"scaled down to {count}")
         draft.note(note_for("deleted", f"scaled down to {count}", record))
     updated = msgspec.structs.replace(deployment, spec=msgspec.structs.replace(spec, count=count))
     draft.put_deployment(updated)
@@ -315,7 +315,7 @@ def _free_units(draft: Draft) -> dict[str, FreeUnits]:
     for state in draft.candidates():
         record = draft.context.registry.get(state.name)
         if record is not None:
-            free[state.name] = free_units(record.inventory, draft.on_node(state.name))
+            free[state.name] = free_units(record.inventory, draft.holders_on(state.name))
     return free
 
 
