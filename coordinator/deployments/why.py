@@ -33,7 +33,8 @@ def why_not(draft: Draft, resources: Normalized, refusal: DeployRefused) -> str:
     states = draft.candidates()
     if not states:
         return f"{need}; no node takes containers: {_kept_out(draft)}"
-    waiting = _stopping(draft, [state.name for state in states])
+    waiting = stopping_on(draft, [state.name for state in states])
+    waiting = f"{waiting}; " if waiting else ""
     free = {state.name: _free(state, resources.cpu_bind) for state in states}
     best = max(free, key=lambda name: (*free[name], name))
     cpu, memory = free[best]
@@ -52,9 +53,10 @@ def _free(state: NodeState, bound: bool) -> tuple[int, int]:
     return cpu, view.memory
 
 
-def _stopping(draft: Draft, nodes: list[str]) -> str:
-    """ "waiting for N stopping containers on ... to be removed by its agent (...); " for
-    the stopping containers on ``nodes``, or "" when there are none. O(nodes + them)."""
+def stopping_on(draft: Draft, nodes: list[str]) -> str:
+    """What the stopping containers on ``nodes`` keep others waiting for -- "waiting for
+    N stopping containers on n1 to be removed by its agent (ids)" -- or "" when there are
+    none. O(nodes + them)."""
     held = {node: draft.stopping_on(node) for node in nodes}
     held = {node: records for node, records in held.items() if records}
     if not held:
@@ -63,7 +65,7 @@ def _stopping(draft: Draft, nodes: list[str]) -> str:
     agents = "its agent" if len(held) == 1 else "their agents"
     return (
         f"waiting for {len(ids)} stopping container{'s' if len(ids) > 1 else ''} on"
-        f" {_named(list(held))} to be removed by {agents} ({_named(ids)}); "
+        f" {_named(list(held))} to be removed by {agents} ({_named(ids)})"
     )
 
 
