@@ -76,10 +76,22 @@ class Draft:
 
     def stopping_on(self, node: str) -> list[ContainerRecord]:
         """The node's stopping containers, by id. O(them) + O(change)."""
-        ids = {record.id for record in self.books.stopping_on(node)}
-        ids.update(cid for cid, r in self.change.containers.items() if r.node == node)
-        found = (self.stopping(cid) for cid in sorted(ids))
-        return [record for record in found if record is not None and record.node == node]
+        return self.stopping_on_nodes([node]).get(node, [])
+
+    def stopping_on_nodes(self, nodes: Iterable[str]) -> dict[str, list[ContainerRecord]]:
+        """Node -> its stopping containers, by id, for those of ``nodes`` that have any.
+        O(nodes + their stopping containers) + O(change), once for all the nodes."""
+        wanted = set(nodes)
+        ids = {record.id for node in wanted for record in self.books.stopping_on(node)}
+        ids.update(
+            cid for cid, r in self.change.containers.items() if r.stopping and r.node in wanted
+        )
+        held: dict[str, list[ContainerRecord]] = {}
+        for container_id in sorted(ids):
+            record = self.stopping(container_id)
+            if record is not None and record.node in wanted:
+                held.setdefault(record.node, []).append(record)
+        return held
 
     def holders_on(self, node: str) -> list[ContainerRecord]:
         """Every container that holds devices or extended resources on the node: the

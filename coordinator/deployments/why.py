@@ -56,9 +56,8 @@ def _free(state: NodeState, bound: bool) -> tuple[int, int]:
 def stopping_on(draft: Draft, nodes: list[str]) -> str:
     """What the stopping containers on ``nodes`` keep others waiting for -- "waiting for
     N stopping containers on n1 to be removed by its agent (ids)" -- or "" when there are
-    none. O(nodes + them)."""
-    held = {node: draft.stopping_on(node) for node in nodes}
-    held = {node: records for node, records in held.items() if records}
+    none. O(nodes + them) + O(the draft's change)."""
+    held = draft.stopping_on_nodes(nodes)
     if not held:
         return ""
     ids = [record.id for records in held.values() for record in records]
