@@ -20,7 +20,7 @@ it after random sequences of decisions):
 5. ``pending`` holds the containers counted but not placed; ``pending_of`` indexes them
    by deployment. No pending id is a container's id.
 6. ``stopping_on`` and ``stopping_of`` index exactly the stopping containers by node and
-   by deployment.
+   by deployment, and each stopping container's allocation is on its node's state.
 
 Nothing here decides or does I/O; every read costs O(the answer), never O(all containers).
 """
@@ -276,6 +276,10 @@ class Books:
         assert {k: v for k, v in self._stopping_by_node.items() if v} == by_node, "stopping_on"
         stopping_of = {k: v for k, v in self._stopping_by_deployment.items() if v}
         assert stopping_of == by_deployment, "index stopping_of drifted"
+        for record in self.stopping.values():
+            state = self.nodes.get(record.node)
+            assert state is not None, f"stopping {record.id} on {record.node}, no node state"
+            assert record.id in state.allocations, f"stopping {record.id} lost its allocation"
         for name in ("_by_node", "_by_deployment", "_by_namespace", "_by_pool"):
             ours = {k: v for k, v in getattr(self, name).items() if v}
             assert ours == dict(getattr(fresh, name)), f"index {name} drifted"
