@@ -79,10 +79,6 @@ def test_the_coordinator_runs_unprivileged_with_its_state_directory() -> None:
     assert settings["CapabilityBoundingSet"] == [""]
 
 
-def test_the_coordinator_can_hold_its_ten_thousand_connections() -> None:
-    assert unit_settings("allot-coordinator.service")["LimitNOFILE"] == ["65536"]
-
-
 def test_the_tls_drop_in_names_each_file_it_hands_over_and_not_the_ca_key() -> None:
     settings = unit_settings("allot-coordinator.service.d/tls.conf")
     credentials = dict(value.split(":", 1) for value in settings["LoadCredential"])
@@ -97,3 +93,10 @@ def test_the_tls_drop_in_names_each_file_it_hands_over_and_not_the_ca_key() -> N
         "ALLOT_COORDINATOR_TLS_KEY_FILE": "%d/server-key.pem",
         "ALLOT_COORDINATOR_TLS_CLIENT_CA_FILE": "%d/ca.pem",
     }
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_units_allow_open_files_for_max_connections_and_headroom(service: str) -> None:
+    """65,536 open files: the coordinator's max_connections (10,000 by default) and its
+    own files fit, with room to raise the cap; the agent gets the same."""
+    assert unit_settings(service)["LimitNOFILE"] == ["65536"]
