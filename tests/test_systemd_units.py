@@ -15,7 +15,8 @@ SERVICES = ["allot-coordinator.service", "allot-agent.service"]
 
 
 def unit_settings(name: str) -> dict[str, list[str]]:
-    """Each key of the unit with its values in order (systemd allows repeated keys)."""
+    """Each key of the unit (or drop-in) with its values in order (systemd allows repeated
+    keys)."""
     settings: dict[str, list[str]] = {}
     for line in (UNITS / name).read_text().splitlines():
         if "=" in line and not line.lstrip().startswith(("#", ";", "[")):
@@ -35,6 +36,8 @@ def test_systemd_analyze_verify_accepts_both_units_without_warnings(tmp_path: Pa
     (tmp_path / "usr/local/bin").mkdir(parents=True)
     for service in SERVICES:
         shutil.copy(UNITS / service, tmp_path / "etc/systemd/system" / service)
+        if (UNITS / f"{service}.d").is_dir():  # as scripts/install places them
+            shutil.copytree(UNITS / f"{service}.d", tmp_path / f"etc/systemd/system/{service}.d")
         command = tmp_path / "usr/local/bin" / service.removesuffix(".service")
         command.write_text("#!/bin/sh\n")
         command.chmod(0o755)
@@ -74,6 +77,22 @@ def test_the_coordinator_runs_unprivileged_with_its_state_directory() -> None:
     assert settings["StateDirectory"] == ["allot"]
     assert "--data-dir /var/lib/allot" in settings["ExecStart"][0]
     assert settings["CapabilityBoundingSet"] == [""]
+
+
+def test_the_tls_drop_in_names_each_file_it_hands_over_and_not_the_ca_key() -> None:
+    settings = unit_settings("allot-coordinator.service.d/tls.conf")
+    credentials = dict(value.split(":", 1) for value in settings["LoadCredential"])
+    named = dict(value.split("=", 1) for value in settings["Environment"])
+    assert credentials == {
+        "server.pem": "/etc/allot/tls/server.pem",
+        "server-key.pem": "/etc/allot/tls/server-key.pem",
+        "ca.pem": "/etc/allot/tls/ca.pem",
+    }
+    assert named == {
+        "ALLOT_COORDINATOR_TLS_CERT_FILE": "%d/server.pem",
+        "ALLOT_COORDINATOR_TLS_KEY_FILE": "%d/server-key.pem",
+        "ALLOT_COORDINATOR_TLS_CLIENT_CA_FILE": "%d/ca.pem",
+    }
 
 
 @pytest.mark.parametrize("service", SERVICES)

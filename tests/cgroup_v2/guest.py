@@ -107,13 +107,13 @@ class Guest:
     def ssh_argv(self, command: str) -> list[str]:
         return [str(SCRIPT), "ssh", str(self.run_dir), command]
 
-    def sh(self, command: str, *, check: bool = True) -> str:
+    def sh(self, command: str, *, check: bool = True, timeout: float = COMMAND_SECONDS) -> str:
         """What ``command`` printed; it must succeed unless ``check`` is false."""
         result = subprocess.run(
             self.ssh_argv(command),
             capture_output=True,
             text=True,
-            timeout=COMMAND_SECONDS,
+            timeout=timeout,
             check=False,
         )
         if check and result.returncode != 0:
@@ -121,6 +121,27 @@ class Guest:
                 f"in the guest, {command!r} failed ({result.returncode}): {result.stderr}"
             )
         return result.stdout
+
+    def put(self, directory: Path, into: str) -> None:
+        """Copy the files of ``directory`` here into the guest's ``into``, made anew."""
+        tar = subprocess.Popen(["tar", "-C", str(directory), "-c", "."], stdout=subprocess.PIPE)
+        quoted = shlex.quote(into)
+        untar = subprocess.run(
+            self.ssh_argv(f"rm -rf {quoted} && mkdir -p {quoted} && tar -C {quoted} -x"),
+            stdin=tar.stdout,
+            capture_output=True,
+            timeout=COMMAND_SECONDS,
+            check=False,
+        )
+        assert (tar.wait(), untar.returncode) == (0, 0), untar.stderr
+
+    def started(self) -> dict[str, str]:
+        """Each allot container in the guest, by its allot id: Docker id and start time."""
+        lines = self.sh(
+            "docker ps -q --filter label=allot.id | xargs -r docker inspect -f "
+            "'{{index .Config.Labels \"allot.id\"}} {{.Id}} {{.State.StartedAt}}'"
+        ).splitlines()
+        return {line.split()[0]: " ".join(line.split()[1:]) for line in lines}
 
     def docker_id(self, allot_id: str) -> str:
         """The Docker id of the container the agent made for ``allot_id``."""

@@ -221,15 +221,6 @@ def test_drift_is_put_back_in_the_v2_files(cluster: Cluster, deployed: Deploy) -
     assert cluster.guest.docker_id(drifting) == docker_id  # put back in place
 
 
-def started(guest: Guest) -> dict[str, str]:
-    """Each allot container in the guest: its Docker id and start time."""
-    lines = guest.sh(
-        "docker ps -q --filter label=allot.id | xargs -r docker inspect -f "
-        "'{{index .Config.Labels \"allot.id\"}} {{.Id}} {{.State.StartedAt}}'"
-    ).splitlines()
-    return {line.split()[0]: " ".join(line.split()[1:]) for line in lines}
-
-
 def test_a_killed_agent_adopts_its_containers_and_restarts_none(
     cluster: Cluster, deployed: Deploy
 ) -> None:
@@ -239,7 +230,7 @@ def test_a_killed_agent_adopts_its_containers_and_restarts_none(
     }
     # the earlier tests' containers gone, so that the new agent has nothing to remove
     before = until(
-        lambda: started(cluster.guest), lambda found: set(found) == kept, what="only kept"
+        lambda: cluster.guest.started(), lambda found: set(found) == kept, what="only kept"
     )
     files = {container_id: cluster.guest.cgroup_files(container_id) for container_id in before}
     cluster.guest.kill9_agent()
@@ -251,7 +242,7 @@ def test_a_killed_agent_adopts_its_containers_and_restarts_none(
         lambda text: f"adopted {len(before)} containers" in text,
         what="adopted",
     )
-    assert started(cluster.guest) == before
+    assert cluster.guest.started() == before
     for container_id, held_before in files.items():
         now = cluster.guest.cgroup_files(container_id)
         assert [now[name] for name in LIMIT_FILES] == [held_before[name] for name in LIMIT_FILES]
