@@ -43,6 +43,13 @@ from coordinator.store import (
 from coordinator.store.etcd_link import EtcdLink, EtcdSettings, Metadata, Stubs
 
 PAGE_KEYS = 1000  # entries per range request: a page of containers stays a few MiB
+# Deadlines of one attempt on one member, well under a leader's TTL (5 s by default), so
+# that a member that hangs costs that long and the call moves on to another: a small
+# call (a keep-alive, a lease, one key) is answered in milliseconds by a live member; a
+# commit is given more for each operation (a 1,000-container deployment is about 4,100).
+SMALL_CALL_SECONDS = 1.0
+COMMIT_SECONDS = 1.0
+COMMIT_OPERATIONS_PER_SECOND = 1000
 ENCODED_OFF_LOOP_OPS = 100  # a transaction this large is built on a worker thread
 _LIMITS = {
     "too many operations in txn request": (
@@ -89,7 +96,7 @@ class EtcdStore:
     async def get(self, key: str) -> Entry | None:
         check_key(key)
         request = rpc.RangeRequest(key=self._physical(key))
-        answer = await self._read(lambda s, m: s.kv.Range(request, metadata=m, timeout=self._t))
+        answer = await self._read(lambda s, m: s.kv.Range(request, metadata=m, timeout=self._small))
         return self._entry(answer.kvs[0]) if answer.kvs else None
 
     async def range(self, prefix: str) -> list[Entry]:
@@ -122,9 +129,11 @@ class EtcdStore:
             request = await asyncio.to_thread(self._encoded_txn, txn)
         else:
             request = self._encoded_txn(txn)
+        operations = len(txn.puts) + len(txn.deletes) + len(txn.compares)
+        deadline = min(self._t, COMMIT_SECONDS + operations / COMMIT_OPERATIONS_PER_SECOND)
         try:
             answer = await self._link.call(
-                lambda s, m: s.encoded_txn(request, metadata=m, timeout=self._t), retry=False
+                lambda s, m: s.encoded_txn(request, metadata=m, timeout=deadline), retry=False
             )
         except grpc.aio.AioRpcError as error:
             raise _refusal(error, txn) from error
@@ -166,7 +175,7 @@ class EtcdStore:
         check_ttl(ttl)
         request = rpc.LeaseGrantRequest(TTL=ttl)
         answer = await self._read(
-            lambda s, m: s.lease.LeaseGrant(request, metadata=m, timeout=self._t)
+            lambda s, m: s.lease.LeaseGrant(request, metadata=m, timeout=self._small)
         )
         if answer.error:
             raise StoreError(f"etcd refused a lease: {answer.error}")
@@ -174,7 +183,7 @@ class EtcdStore:
 
     async def keep_alive(self, lease: int) -> int:
         async def refresh(stubs: Stubs, metadata: Metadata) -> Any:
-            call = stubs.lease.LeaseKeepAlive(metadata=metadata, timeout=self._t)
+            call = stubs.lease.LeaseKeepAlive(metadata=metadata, timeout=self._small)
             try:
                 await call.write(rpc.LeaseKeepAliveRequest(ID=lease))
                 return await call.read()
@@ -190,7 +199,8 @@ class EtcdStore:
         request = rpc.LeaseRevokeRequest(ID=lease)
         try:
             answer = await self._link.call(
-                lambda s, m: s.lease.LeaseRevoke(request, metadata=m, timeout=self._t), retry=True
+                lambda s, m: s.lease.LeaseRevoke(request, metadata=m, timeout=self._small),
+                retry=True,
             )
         except grpc.aio.AioRpcError as error:
             if "lease not found" in (error.details() or ""):
@@ -206,6 +216,10 @@ class EtcdStore:
     @property
     def _t(self) -> float:
         return self._link.settings.timeout_s
+
+    @property
+    def _small(self) -> float:
+        return min(self._t, SMALL_CALL_SECONDS)
 
     async def _read(self, request: Any) -> Any:
         try:
