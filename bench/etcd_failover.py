@@ -18,9 +18,9 @@ own namespace, over real HTTP. Steps and figures:
    kill: the longest gap between two accepted writes from ``BEFORE_SECONDS`` before the
    kill until the restart, the answers that were not 200 (by status and error code), and
    the leader changes (``no longer the leader`` in the coordinators' logs).
-2. ``--quorum``: two members killed at once; for ``DOWN_SECONDS`` the writes' answers
-   (status, code, and the longest a write answered meanwhile waited, including those in
-   flight when quorum was lost); then one member is
+2. ``--quorum``: two members killed at once; for ``DOWN_SECONDS`` the answers to the
+   writes sent meanwhile and to those in flight when quorum was lost (status and code),
+   and the longest any of them waited for its answer; then one member is
    started again, and once it is healthy (quorum is back) the seconds until the next
    write is accepted (None: not within ``BACK_SECONDS``). The other member is started
    again at the end.
@@ -80,8 +80,9 @@ class Kill:
 
 @dataclass
 class Quorum:
-    refused: dict[str, int]
+    refused: dict[str, int]  # the answers to writes sent while quorum was lost
     accepted_while_down: int
+    in_flight: dict[str, int]  # the answers to writes in flight when it was lost
     longest_wait_s: float  # the longest a write answered while quorum was lost waited
     # From quorum back (a member healthy again) to a write accepted; None: not within
     # BACK_SECONDS.
@@ -234,12 +235,14 @@ async def lose_quorum(etcd: EtcdCluster, writers: Writers) -> Quorum:
         await asyncio.sleep(0.01)
         accepted = [w.answered for w in writers.between(back, time.monotonic()) if w.status == 200]
         first = min(accepted, default=None)
-    while_down = writers.between(lost, back)
+    answered = writers.between(lost, back)
+    while_down = [w for w in answered if w.sent >= lost]
     await asyncio.to_thread(etcd.restart, down[1])
     return Quorum(
         refused=refusals(while_down),
         accepted_while_down=sum(w.status == 200 for w in while_down),
-        longest_wait_s=round(max((w.answered - w.sent for w in while_down), default=0.0), 3),
+        in_flight=dict(Counter(f"{w.status} {w.code}" for w in answered if w.sent < lost)),
+        longest_wait_s=round(max((w.answered - w.sent for w in answered), default=0.0), 3),
         back_after_s=None if first is None else round(first - back, 3),
     )
 

@@ -54,7 +54,15 @@ def test_ten_kills_of_the_member_in_use_and_a_quorum_lost(tmp_path: Path) -> Non
         assert kill["longest_gap_s"] < LONGEST_GAP_S, kill
     quorum = figures["quorum"]
     assert quorum["accepted_while_down"] == 0, quorum
-    assert set(quorum["refused"]) == {"503 store_unavailable"}, quorum
+    # Refused at once; or sent on by the leader that stood down (it stands down when a
+    # commit in flight as quorum went cannot be settled), which names itself until
+    # etcd answers again.
+    assert set(quorum["refused"]) <= {"503 store_unavailable", "307 sent to the leader"}, quorum
+    assert "503 store_unavailable" in quorum["refused"], quorum
+    # A write in flight as quorum went: its outcome is unknown until etcd answers again.
+    assert set(quorum["in_flight"]) <= {"200 ", "503 outcome_unknown", "503 store_unavailable"}, (
+        quorum
+    )
     assert quorum["longest_wait_s"] < QUORUM_ANSWER_S, quorum
     assert quorum["back_after_s"] is not None, quorum
     assert quorum["back_after_s"] < BACK_S, quorum
