@@ -16,14 +16,14 @@ own namespace, over real HTTP. Steps and figures:
    1 s by default). After ``BEFORE_SECONDS`` of writes it is killed (SIGKILL), writes go
    on for ``AFTER_SECONDS``, and it is started again and waits until it is healthy. Per
    kill: the longest gap between two accepted writes from ``BEFORE_SECONDS`` before the
-   kill until the restart, the answers that were not 200 (by status and error code), and
-   the leader changes (``no longer the leader`` in the coordinators' logs).
+   kill until the member is healthy again, the answers that were not 200 (by status and
+   error code), and the leader changes (``no longer the leader`` in the coordinators'
+   logs).
 2. ``--quorum``: two members killed at once; for ``DOWN_SECONDS`` the answers to the
    writes sent meanwhile and to those in flight when quorum was lost (status and code),
-   and the longest any of them waited for its answer; then one member is
-   started again, and once it is healthy (quorum is back) the seconds until the next
-   write is accepted (None: not within ``BACK_SECONDS``). The other member is started
-   again at the end.
+   and the longest any of them waited for its answer; then one member is started again,
+   and once it is healthy (quorum is back) the seconds until the next write is accepted
+   (None: not within ``BACK_SECONDS``). The other member is started again at the end.
 
 Not part of ``make test`` as a benchmark; ``tests/e2e/test_etcd_failover.py`` runs it
 and holds its figures to the issue's bounds.
@@ -209,8 +209,8 @@ async def kill_once(
     killed = time.monotonic()
     etcd.kill(victim)
     await asyncio.sleep(AFTER_SECONDS)
-    end = time.monotonic()
     await asyncio.to_thread(etcd.restart, victim)
+    end = time.monotonic()
     writes = writers.between(killed - BEFORE_SECONDS, end)
     return Kill(
         member=victim,

@@ -57,7 +57,10 @@ OUTCOME_UNKNOWN = (
 )
 MARKERS = "/coordinators/commits/"
 BURNT = b"burnt"  # a marker put to settle a commit: the commit did not apply
-SETTLE_SECONDS = 2.0  # well under a leader's TTL: a lost member is replaced faster
+# Long enough for etcd to elect another raft leader when the member that died led it
+# (1-2 s: its election timeout, 1 s by default, randomized up to twice that), short of a
+# leader's TTL (5 s by default). Commits queued behind one being settled wait as long.
+SETTLE_SECONDS = 3.0
 SETTLE_PAUSE_SECONDS = 0.05  # between attempts, while no member answers
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.store.fenced import SETTLE_SECONDS
 from tests.bench.test_etcd_smoke import REPOSITORY
 
 # The session's etcd cluster is not used: the script starts its own, whose members it
@@ -22,7 +23,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("etcd_cluster")]
 KILLS = 10
 # The bounds; the waits are generous, for a host of 2 cores shared by others.
 LONGEST_GAP_S = 1.0
-QUORUM_ANSWER_S = 3.0  # a write sent while quorum is lost waits at most this long
+# A write sent while quorum is lost, or in flight as it goes, waits at most this long:
+# the commit in flight is settled for up to SETTLE_SECONDS, and the others queue behind it.
+QUORUM_ANSWER_S = SETTLE_SECONDS + 2
 BACK_S = 1.5  # from quorum back to a write accepted
 
 
