@@ -111,24 +111,35 @@ class FencedStore:
         settling_until = time.monotonic() + SETTLE_SECONDS
         while True:
             marker = f"{MARKERS}{self._fence.create_revision}-{next(self._serial)}"
+            # Taken out while this commit is in flight, so that concurrent commits do
+            # not all carry the same deletes; given back unless it applied.
             spent = tuple(self._spent - txn.puts.keys() - set(txn.deletes))
+            self._spent.difference_update(spent)
             marked = replace(
                 txn,
                 compares=(*txn.compares, self._fence, CompareCreated(marker, 0)),
                 puts={**txn.puts, marker: b""},
                 deletes=(*txn.deletes, *spent),
             )
+            result: TxnResult | None = None
             try:
-                result = await self._fenced(marked)
-            except OutcomeUnknown:
-                applied_at = await self._settle(marker, settling_until)
-                if applied_at is None:
-                    continue  # it never applied, and now never will: send it again
-                result = TxnResult(succeeded=True, revision=applied_at)
-            if result.succeeded:
-                self._spent.difference_update(spent)
-                self._spent.add(marker)
-            return result
+                result = await self._settled(marked, marker, settling_until)
+            finally:
+                if result is None or not result.succeeded:
+                    self._spent.update(spent)
+            if result is not None:  # None: it never applied, and now never will: again
+                if result.succeeded:
+                    self._spent.add(marker)
+                return result
+
+    async def _settled(self, marked: Txn, marker: str, until: float) -> TxnResult | None:
+        """``marked`` (which puts ``marker``) committed, settled if its outcome is
+        unknown: its result, or None if it did not apply."""
+        try:
+            return await self._fenced(marked)
+        except OutcomeUnknown:
+            applied_at = await self._settle(marker, until)
+        return None if applied_at is None else TxnResult(succeeded=True, revision=applied_at)
 
     async def _fenced(self, txn: Txn) -> TxnResult:
         """``txn`` (which carries the fence) committed; ``Deposed`` if the fence failed."""
