@@ -41,6 +41,7 @@ from coordinator.store import (
     check_watch_start,
 )
 from coordinator.store.etcd_link import EtcdLink, EtcdSettings, Metadata, Stubs
+from coordinator.store.watch_answers import Silent, answers
 
 PAGE_KEYS = 1000  # entries per range request: a page of containers stays a few MiB
 # Deadlines of one attempt on one member, well under a leader's TTL (5 s by default), so
@@ -149,8 +150,9 @@ class EtcdStore:
         return bytes(request.SerializeToString())
 
     async def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
-        """Follows etcd's watch; when the stream breaks it goes on from the next revision
-        on another endpoint, so the caller sees no gap."""
+        """Follows etcd's watch; when the stream breaks, or its member hangs (see
+        ``watch_answers``), it goes on from the next revision on another endpoint, so the
+        caller sees no gap."""
         check_prefix(prefix)
         check_watch_start(start_revision)
         start, end = self._span(prefix)
@@ -166,6 +168,8 @@ class EtcdStore:
                     raise StoreError(f"etcd watch failed: {error.details()}") from error
                 self._link.move_on()
                 await asyncio.sleep(0.1)
+            except Silent:  # the member hangs: the next one, at once
+                self._link.move_on()
 
     async def compact(self, revision: int) -> None:
         request = rpc.CompactionRequest(revision=revision)
@@ -240,7 +244,7 @@ class EtcdStore:
         try:
             create = rpc.WatchCreateRequest(key=start, range_end=end, start_revision=revision)
             await call.write(rpc.WatchRequest(create_request=create))
-            while (answer := await call.read()) is not grpc.aio.EOF:
+            async for answer in answers(call):
                 if answer.compact_revision:
                     raise WatchCompacted(revision, answer.compact_revision)
                 if answer.canceled:
