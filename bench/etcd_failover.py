@@ -10,9 +10,10 @@ A local 3-member etcd cluster (``etcd_cluster``) in a new temporary directory (u
 own namespace, over real HTTP. Steps and figures:
 
 1. kills: ``--kills`` times, once the standby names the leader: the member the leader's
-   etcd connections go to is found (``/proc``, through psutil); unless ``--raft-leader``,
-   etcd's raft leadership is first moved off it (``etcdctl move-leader``), so the figure
-   is the client's failover and not raft's election (at least etcd's election timeout,
+   requests go to is found (``ss``: the most bytes sent in half a second); unless
+   ``--raft-leader``, etcd's raft leadership is first moved off it (``etcdctl
+   move-leader``, and the member in use is found again), so the figure is the client's
+   failover and not raft's election (at least etcd's election timeout,
    1 s by default). After ``BEFORE_SECONDS`` of writes it is killed (SIGKILL), writes go
    on for ``AFTER_SECONDS``, and it is started again and waits until it is healthy. Per
    kill: the longest gap between two accepted writes from ``BEFORE_SECONDS`` before the
@@ -40,6 +41,7 @@ import re
 import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,12 +50,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import aiohttp
-import psutil
 from etcd_cluster import EtcdCluster, etcd_missing
 from fleet import Coordinator, Failed, etcd_settings, free_port
 from yarl import URL
 
 BEFORE_SECONDS = 1.0
+MOVES = 5  # attempts to have the member in use not lead raft
 AFTER_SECONDS = 2.0
 DOWN_SECONDS = 3.0
 BACK_SECONDS = 30.0
@@ -156,17 +158,36 @@ def refusals(writes: list[Write]) -> dict[str, int]:
     return dict(Counter(f"{w.status} {w.code}" for w in writes if w.status != 200))
 
 
-def member_in_use(etcd: EtcdCluster, pid: int) -> int:
-    """The member most of the process' TCP connections to etcd go to."""
+async def member_in_use(etcd: EtcdCluster, pid: int) -> int:
+    """The member the process sends the most to over half a second: the one its writes
+    go to. (Counting connections is not enough: a link keeps its channel to a member it
+    moved away from, and reconnects it when the member comes back.)"""
+    before = bytes_sent(etcd, pid)
+    await asyncio.sleep(0.5)
+    after = bytes_sent(etcd, pid)
+    sent = Counter({member: after[member] - before.get(member, 0) for member in after})
+    if not sent or sent.most_common(1)[0][1] <= 0:
+        raise Failed("the leader sends nothing to any etcd member")
+    return sent.most_common(1)[0][0]
+
+
+def bytes_sent(etcd: EtcdCluster, pid: int) -> Counter[int]:
+    """Bytes the process has sent on its open connections to each member (``ss -ti``:
+    a line per socket, then a line of its TCP figures)."""
     ports = {m.client_port: i for i, m in enumerate(etcd.members)}
-    used = Counter(
-        ports[c.raddr.port]
-        for c in psutil.Process(pid).net_connections("tcp")
-        if c.raddr and c.raddr.port in ports and c.status == psutil.CONN_ESTABLISHED
-    )
-    if not used:
-        raise Failed("the leader has no connection to any etcd member")
-    return used.most_common(1)[0][0]
+    lines = subprocess.run(
+        ["ss", "-tinpH", "state", "established"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    sent: Counter[int] = Counter()
+    member: int | None = None
+    for line in lines:
+        if not line[:1].isspace():
+            peer = line.split()[3] if len(line.split()) > 3 else ""
+            port = int(peer.rsplit(":", 1)[1]) if ":" in peer else 0
+            member = ports.get(port) if f"pid={pid}," in line else None
+        elif member is not None and (figure := re.search(r"bytes_sent:(\d+)", line)):
+            sent[member] += int(figure.group(1))
+    return sent
 
 
 def leader_changes(coordinators: list[Coordinator]) -> int:
@@ -200,9 +221,14 @@ async def kill_once(
     *,
     raft_leader: bool,
 ) -> Kill:
-    victim = member_in_use(etcd, leader.pid)
-    if not raft_leader:
+    victim = await member_in_use(etcd, leader.pid)
+    for _ in range(MOVES) if not raft_leader else ():
+        if await asyncio.to_thread(etcd.leader) != victim:
+            break
+        # Moving raft leadership may move the client too (the member answers "no
+        # leader" for a moment): find the member in use again.
         await asyncio.to_thread(etcd.lead_elsewhere, victim)
+        victim = await member_in_use(etcd, leader.pid)
     leads = await asyncio.to_thread(etcd.leader) == victim
     changes = leader_changes(coordinators)
     await asyncio.sleep(BEFORE_SECONDS)

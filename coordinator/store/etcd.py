@@ -168,8 +168,9 @@ class EtcdStore:
                     raise StoreError(f"etcd watch failed: {error.details()}") from error
                 self._link.move_on()
                 await asyncio.sleep(0.1)
-            except Silent:  # the member hangs: the next one, at once
+            except Silent:  # the member hangs, or ended the watch at once
                 self._link.move_on()
+                await asyncio.sleep(0.1)
 
     async def compact(self, revision: int) -> None:
         request = rpc.CompactionRequest(revision=revision)
@@ -243,7 +244,12 @@ class EtcdStore:
         call = stubs.watch.Watch(metadata=metadata)
         try:
             create = rpc.WatchCreateRequest(key=start, range_end=end, start_revision=revision)
-            await call.write(rpc.WatchRequest(create_request=create))
+            try:
+                await call.write(rpc.WatchRequest(create_request=create))
+            except grpc.aio.AioRpcError as error:
+                # The member ended the call first (it has no raft leader); gRPC hides its
+                # reason behind "Internal error from Core".
+                raise Silent(f"the watch ended before it began: {error.details()}") from None
             async for answer in answers(call):
                 if answer.compact_revision:
                     raise WatchCompacted(revision, answer.compact_revision)

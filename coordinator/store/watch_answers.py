@@ -30,7 +30,8 @@ ANSWER_SECONDS = 1.0
 
 
 class Silent(Exception):
-    """The member answered nothing, not even a progress request: it is taken for hung."""
+    """The member answered nothing, not even a progress request (it is taken for hung),
+    or ended the call before it began: the watch goes on through another."""
 
 
 async def answers(call: Any) -> AsyncGenerator[Any, None]:
@@ -71,6 +72,8 @@ async def _next(call: Any, queue: asyncio.Queue[Any], reader: asyncio.Task[None]
         try:
             async with asyncio.timeout(ANSWER_SECONDS):
                 await call.write(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
-        except TimeoutError:
-            raise Silent("a progress request could not be sent") from None
+        except (TimeoutError, grpc.aio.AioRpcError) as error:
+            # A write to a call the member just ended fails with gRPC's "Internal error
+            # from Core", not the member's reason; either way, another member it is.
+            raise Silent(f"a progress request could not be sent ({error!r})") from None
         asked = True
