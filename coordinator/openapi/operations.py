@@ -222,7 +222,9 @@ _SYSTEM = (
         examples={"the leader": {"status": "ok", "role": "leader"}},
         description="For load balancers: 200 on the leader only. With several coordinators"
         ' on etcd a standby answers 503 {"status": "standby", "role": "standby",'
-        ' "leader": <the leader\'s URL, or empty while none is known>}.',
+        ' "leader": <the leader\'s URL, or empty while none is known>}. A leader whose'
+        ' SQLite store cannot write (a full disk) answers 503 {"status": "degraded", "role":'
+        ' "leader", "reason": <the cause and the free bytes>} until a write succeeds.',
     ),
     Operation(
         "GET",

@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from coordinator.app import make_app
+from coordinator.auth_failures import FailureBook
 from coordinator.config import CoordinatorConfig, NamespaceToken
 from coordinator.keys import REGISTRY, STORE
 from coordinator.services.registry import NODE_PREFIX
@@ -156,8 +157,10 @@ def config_for(data_dir: Path, **overrides: Any) -> CoordinatorConfig:
     return CoordinatorConfig(**(settings | overrides))
 
 
-async def start(config: CoordinatorConfig) -> tuple[web.AppRunner, str]:
-    app = make_app(config)
+async def start(
+    config: CoordinatorConfig, *, failures: FailureBook | None = None
+) -> tuple[web.AppRunner, str]:
+    app = make_app(config, failures=failures)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)
