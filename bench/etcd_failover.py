@@ -25,6 +25,9 @@ own namespace, over real HTTP. Steps and figures:
    and the longest any of them waited for its answer; then one member is started again,
    and once it is healthy (quorum is back) the seconds until the next write is accepted
    (None: not within ``BACK_SECONDS``). The other member is started again at the end.
+3. Once every write in flight is answered, each namespace's stored quota is read from
+   the leader: it must be the last accepted write's, or that of a later write whose
+   outcome is unknown (``unkept`` lists those that are not: nothing lost or doubled).
 
 Not part of ``make test`` as a benchmark; ``tests/e2e/test_etcd_failover.py`` runs it
 and holds its figures to the issue's bounds.
@@ -60,10 +63,13 @@ AFTER_SECONDS = 2.0
 DOWN_SECONDS = 3.0
 BACK_SECONDS = 30.0
 STEP_DOWN = re.compile(r"no longer the leader")
+UNKNOWN = {"outcome_unknown", "ClientOSError", "ServerDisconnectedError", "TimeoutError"}
 
 
 @dataclass
 class Write:
+    namespace: str
+    cpus: int  # the quota's max it asked for
     sent: float
     answered: float
     status: int  # 0: no HTTP answer
@@ -97,6 +103,9 @@ class Figures:
     writers: int
     kills: list[Kill] = field(default_factory=list)
     quorum: Quorum | None = None
+    # Namespaces whose stored quota is not the last accepted write's (or a later one of
+    # unknown outcome): an accepted write lost, or a refused one applied.
+    unkept: list[str] = field(default_factory=list)
 
 
 class Writers:
@@ -107,11 +116,12 @@ class Writers:
         self.url = url
         self.headers = {"Authorization": f"Bearer {token}"}
         self.writes: list[Write] = []
+        self._stopping = False
         self._tasks = [asyncio.create_task(self._write(f"bench-{i}")) for i in range(count)]
 
     async def _write(self, namespace: str) -> None:
         cpus = 0
-        while True:
+        while not self._stopping:
             cpus = cpus % 100 + 1
             body = {"namespace": namespace, "min": {"cpu": "1"}, "max": {"cpu": cpus}}
             sent = time.monotonic()
@@ -136,15 +146,30 @@ class Writers:
             except (aiohttp.ClientError, TimeoutError, ValueError) as error:
                 code = type(error).__name__
                 await asyncio.sleep(0.05)
-            self.writes.append(Write(sent, time.monotonic(), status, code))
+            self.writes.append(Write(namespace, cpus, sent, time.monotonic(), status, code))
 
     def between(self, start: float, end: float) -> list[Write]:
         return [w for w in self.writes if start <= w.answered <= end]
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
+        """Once every write in flight is answered, so that each has its answer."""
+        self._stopping = True
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def unkept(self, stored: dict[str, str]) -> list[str]:
+        """The namespaces whose stored max (``stored``) is not what the writes say it
+        must be: the last accepted write's, or that of a later one whose outcome is
+        unknown (no answer, or ``503 outcome_unknown``)."""
+        wrong = []
+        for namespace in sorted({w.namespace for w in self.writes}):
+            own = [w for w in self.writes if w.namespace == namespace]
+            accepted = [i for i, w in enumerate(own) if w.status == 200]
+            if not accepted:
+                continue
+            unknown = {w.cpus for w in own[accepted[-1] + 1 :] if w.code in UNKNOWN}
+            if stored.get(namespace) not in {str(c) for c in {own[accepted[-1]].cpus, *unknown}}:
+                wrong.append(namespace)
+        return wrong
 
 
 def longest_gap(writes: list[Write], start: float, end: float) -> float:
@@ -273,6 +298,14 @@ async def lose_quorum(etcd: EtcdCluster, writers: Writers) -> Quorum:
     )
 
 
+async def stored_maxima(http: aiohttp.ClientSession, url: str, token: str) -> dict[str, str]:
+    """Each quota's max cpu, as the leader shows it."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with http.get(f"{url}/v1/quotas", headers=headers) as response:
+        quotas = (await response.json())["quotas"]
+    return {q["name"]: q["max"].get("cpu", "") for q in quotas}
+
+
 async def run(args: argparse.Namespace, workdir: Path) -> Figures:
     etcd = EtcdCluster(workdir / "etcd")
     etcd.start()
@@ -304,6 +337,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> Figures:
                     print(f"  quorum lost and back: {figures.quorum}", flush=True)
             finally:
                 await writers.close()
+            leader = await until_led(http, coordinators)
+            figures.unkept = writers.unkept(await stored_maxima(http, leader.url, token))
             for coordinator in coordinators:
                 if "Traceback" in coordinator.log.read_text(errors="replace"):
                     raise Failed(f"a traceback in {coordinator.log}")
@@ -323,7 +358,8 @@ def summary(figures: Figures) -> str:
     return (
         f"{len(gaps)} kills of the member in use: longest gap between accepted writes"
         f" min {gaps[0]:.2f} / median {gaps[len(gaps) // 2]:.2f} / max {gaps[-1]:.2f} s,"
-        f" {refused} writes refused, {changes} leader changes"
+        f" {refused} writes refused, {changes} leader changes;"
+        f" quotas not as acknowledged: {figures.unkept or 'none'}"
     )
 
 
