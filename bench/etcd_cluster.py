@@ -5,6 +5,7 @@ scripts from this folder, as ``etcd_cluster``).
     cluster = EtcdCluster(directory)    # three members, each with its data and log in it
     cluster.start()                     # returns once every member is healthy
     cluster.endpoints                   # ("127.0.0.1:41021", ...)
+    cluster.kill(0); cluster.restart(0) # a crash (SIGKILL), and the member rejoining
 
 ``scripts/provision`` installs Debian's etcd-server. Every member runs with transaction
 limits raised the way the README tells operators (``ETCD_FLAGS``).
@@ -105,6 +106,17 @@ class EtcdCluster:
                 return index
         raise AssertionError("no member of the etcd cluster says it leads")
 
+    def lead_elsewhere(self, index: int) -> None:
+        """If member ``index`` is raft leader, hand raft leadership to another member
+        (``etcdctl move-leader``), so that killing ``index`` costs no raft election."""
+        leader = self.leader()
+        if leader != index:
+            return
+        other = next(i for i, m in enumerate(self.members) if i != index and m.process)
+        status = _etcdctl(self.members[other].endpoint, "endpoint", "status", "-w", "json")
+        member_id = int(status[0]["Status"]["header"]["member_id"])
+        _etcdctl(self.members[leader].endpoint, "move-leader", f"{member_id:x}", json_out=False)
+
     def stop(self) -> None:
         for member in self.members:
             if member.process is not None:
@@ -169,14 +181,14 @@ def etcd_missing() -> str | None:
     return None
 
 
-def _etcdctl(endpoint: str, *args: str) -> Any:
+def _etcdctl(endpoint: str, *args: str, json_out: bool = True) -> Any:
     out = subprocess.run(
         ["etcdctl", f"--endpoints={endpoint}", *args],
         check=True,
         capture_output=True,
         env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"},
     ).stdout
-    return json.loads(out)
+    return json.loads(out) if json_out else out
 
 
 def free_ports(count: int) -> list[int]:

@@ -82,7 +82,12 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     etcd_user: Annotated[str, Meta(description="etcd user (with etcd_password)")] = ""
     etcd_password: Annotated[str, Meta(description="that etcd user's password")] = ""
     etcd_timeout_seconds: Annotated[
-        float, Meta(gt=0, description="per etcd call, and to connect to one member")
+        float,
+        Meta(
+            gt=0,
+            description="the most one etcd call waits on one member (connecting and small"
+            " calls wait at most 1 s)",
+        ),
     ] = 10.0
     etcd_compact_seconds: Annotated[
         float,

@@ -39,6 +39,7 @@ from shared.logs import get_logger
 log = get_logger("allot.coordinator.election")
 
 LEADER_KEY = "/coordinators/leader"
+RETRY_SECONDS = 0.2  # between attempts to campaign while etcd does not answer
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,22 @@ class Election:
         return entry.value.decode() if entry is not None else ""
 
     async def campaign(self) -> Leadership:
-        """Return once this coordinator holds the leader key (waiting while another does)."""
+        """Return once this coordinator holds the leader key (waiting while another does).
+        While etcd does not answer (its quorum lost), it asks again every
+        ``RETRY_SECONDS``, so a leader is back within a moment of quorum returning, not a
+        TTL later."""
+        failing = False
         while True:
             self._key_changed.clear()
-            won = await self.try_to_lead()
+            try:
+                won = await self._attempt()
+            except StoreError as error:
+                if not failing:  # one line for the outage, not one per attempt
+                    log.warning("campaign for the leader key failed; trying again", reason=error)
+                failing = True
+                await asyncio.sleep(RETRY_SECONDS)
+                continue
+            failing = False
             if won is not None:
                 return won
             with contextlib.suppress(TimeoutError):
@@ -78,19 +91,22 @@ class Election:
 
     async def try_to_lead(self) -> Leadership | None:
         """One attempt: the key if nobody holds it (or only a dead earlier run of this
-        coordinator: see ``_forget_own_key``), else None."""
+        coordinator: see ``_forget_own_key``), else None (also when etcd did not answer:
+        a key put by an attempt whose outcome is unknown goes with its lease)."""
+        try:
+            return await self._attempt()
+        except StoreError as error:
+            log.warning("campaign for the leader key failed; trying again", reason=error)
+            return None
+
+    async def _attempt(self) -> Leadership | None:
         entry = await self._replica.get(LEADER_KEY)
         if entry is not None and entry.value == self._url.encode():
             await self._forget_own_key(entry.mod_revision)
             entry = None
         if entry is not None:
             return None
-        try:
-            return await self._try_to_win()
-        except StoreError as error:  # its outcome unknown: the key, if put, goes with it
-            log.warning("campaign for the leader key failed; trying again", reason=error)
-            await asyncio.sleep(0.5)
-            return None
+        return await self._try_to_win()
 
     async def hold(self, leadership: Leadership) -> str:
         """Renew the lease until leadership is lost; why it was lost. The renewals run on

@@ -41,8 +41,16 @@ from coordinator.store import (
     check_watch_start,
 )
 from coordinator.store.etcd_link import EtcdLink, EtcdSettings, Metadata, Stubs
+from coordinator.store.watch_answers import Silent, answers
 
 PAGE_KEYS = 1000  # entries per range request: a page of containers stays a few MiB
+# Deadlines of one attempt on one member, well under a leader's TTL (5 s by default), so
+# that a member that hangs costs that long and the call moves on to another: a small
+# call (a keep-alive, a lease, one key) is answered in milliseconds by a live member; a
+# commit is given more for each operation (a 1,000-container deployment is about 4,100).
+SMALL_CALL_SECONDS = 1.0
+COMMIT_SECONDS = 1.0
+COMMIT_OPERATIONS_PER_SECOND = 1000
 ENCODED_OFF_LOOP_OPS = 100  # a transaction this large is built on a worker thread
 _LIMITS = {
     "too many operations in txn request": (
@@ -89,7 +97,7 @@ class EtcdStore:
     async def get(self, key: str) -> Entry | None:
         check_key(key)
         request = rpc.RangeRequest(key=self._physical(key))
-        answer = await self._read(lambda s, m: s.kv.Range(request, metadata=m, timeout=self._t))
+        answer = await self._read(lambda s, m: s.kv.Range(request, metadata=m, timeout=self._small))
         return self._entry(answer.kvs[0]) if answer.kvs else None
 
     async def range(self, prefix: str) -> list[Entry]:
@@ -122,9 +130,11 @@ class EtcdStore:
             request = await asyncio.to_thread(self._encoded_txn, txn)
         else:
             request = self._encoded_txn(txn)
+        operations = len(txn.puts) + len(txn.deletes) + len(txn.compares)
+        deadline = min(self._t, COMMIT_SECONDS + operations / COMMIT_OPERATIONS_PER_SECOND)
         try:
             answer = await self._link.call(
-                lambda s, m: s.encoded_txn(request, metadata=m, timeout=self._t), retry=False
+                lambda s, m: s.encoded_txn(request, metadata=m, timeout=deadline), retry=False
             )
         except grpc.aio.AioRpcError as error:
             raise _refusal(error, txn) from error
@@ -140,8 +150,9 @@ class EtcdStore:
         return bytes(request.SerializeToString())
 
     async def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
-        """Follows etcd's watch; when the stream breaks it goes on from the next revision
-        on another endpoint, so the caller sees no gap."""
+        """Follows etcd's watch; when the stream breaks, or its member hangs (see
+        ``watch_answers``), it goes on from the next revision on another endpoint, so the
+        caller sees no gap."""
         check_prefix(prefix)
         check_watch_start(start_revision)
         start, end = self._span(prefix)
@@ -157,6 +168,9 @@ class EtcdStore:
                     raise StoreError(f"etcd watch failed: {error.details()}") from error
                 self._link.move_on()
                 await asyncio.sleep(0.1)
+            except Silent:  # the member hangs, or ended the watch at once
+                self._link.move_on()
+                await asyncio.sleep(0.1)
 
     async def compact(self, revision: int) -> None:
         request = rpc.CompactionRequest(revision=revision)
@@ -166,7 +180,7 @@ class EtcdStore:
         check_ttl(ttl)
         request = rpc.LeaseGrantRequest(TTL=ttl)
         answer = await self._read(
-            lambda s, m: s.lease.LeaseGrant(request, metadata=m, timeout=self._t)
+            lambda s, m: s.lease.LeaseGrant(request, metadata=m, timeout=self._small)
         )
         if answer.error:
             raise StoreError(f"etcd refused a lease: {answer.error}")
@@ -174,7 +188,7 @@ class EtcdStore:
 
     async def keep_alive(self, lease: int) -> int:
         async def refresh(stubs: Stubs, metadata: Metadata) -> Any:
-            call = stubs.lease.LeaseKeepAlive(metadata=metadata, timeout=self._t)
+            call = stubs.lease.LeaseKeepAlive(metadata=metadata, timeout=self._small)
             try:
                 await call.write(rpc.LeaseKeepAliveRequest(ID=lease))
                 return await call.read()
@@ -190,7 +204,8 @@ class EtcdStore:
         request = rpc.LeaseRevokeRequest(ID=lease)
         try:
             answer = await self._link.call(
-                lambda s, m: s.lease.LeaseRevoke(request, metadata=m, timeout=self._t), retry=True
+                lambda s, m: s.lease.LeaseRevoke(request, metadata=m, timeout=self._small),
+                retry=True,
             )
         except grpc.aio.AioRpcError as error:
             if "lease not found" in (error.details() or ""):
@@ -206,6 +221,10 @@ class EtcdStore:
     @property
     def _t(self) -> float:
         return self._link.settings.timeout_s
+
+    @property
+    def _small(self) -> float:
+        return min(self._t, SMALL_CALL_SECONDS)
 
     async def _read(self, request: Any) -> Any:
         try:
@@ -225,8 +244,13 @@ class EtcdStore:
         call = stubs.watch.Watch(metadata=metadata)
         try:
             create = rpc.WatchCreateRequest(key=start, range_end=end, start_revision=revision)
-            await call.write(rpc.WatchRequest(create_request=create))
-            while (answer := await call.read()) is not grpc.aio.EOF:
+            try:
+                await call.write(rpc.WatchRequest(create_request=create))
+            except grpc.aio.AioRpcError as error:
+                # The member ended the call first (it has no raft leader); gRPC hides its
+                # reason behind "Internal error from Core".
+                raise Silent(f"the watch ended before it began: {error.details()}") from None
+            async for answer in answers(call):
                 if answer.compact_revision:
                     raise WatchCompacted(revision, answer.compact_revision)
                 if answer.canceled:

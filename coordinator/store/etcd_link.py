@@ -11,7 +11,16 @@ takes one endpoint and no TLS, so the channels are opened here:
 Only a call that is safe to send twice is retried elsewhere (``retry=True``: reads,
 lease grants and keep-alives, and any call refused before the member took it: it was
 not connected, or it had no raft leader). A commit cut off once sent is not: its outcome
-is unknown, and the caller hears so.
+is unknown, and the caller hears so (``coordinator.store.fenced`` resolves it).
+
+A dead member must cost the caller far less than a leader's TTL (5 s by default), or
+the leader's renewals and writes stop meanwhile. So nothing waits on one member for
+long: connecting is given ``CONNECT_SECONDS`` and a member that refuses the connection
+(a killed one) fails at once; every call asks etcd to refuse it at once when the member
+has no raft leader (etcd's ``hasleader`` metadata), instead of holding it until etcd's
+own request timeout (7 s); a dropped connection is tried again within
+``MOST_RECONNECT_MS`` (gRPC's default backoff grows to 2 minutes), so a member that
+comes back is used again within a second.
 """
 
 from __future__ import annotations
@@ -33,10 +42,23 @@ Metadata = tuple[tuple[str, str], ...]
 # Large enough for a 1,000-container transaction or a page of a range (gRPC's default
 # of 4 MiB is not); etcd's own limit (--max-request-bytes) is the one that binds.
 _MESSAGE_BYTES = 256 * 1024 * 1024
+CONNECT_SECONDS = 1.0  # to connect to one member (or the settings' timeout, if shorter)
+LEAST_RECONNECT_MS = 100
+MOST_RECONNECT_MS = 500
 _OPTIONS = (
     ("grpc.max_receive_message_length", _MESSAGE_BYTES),
     ("grpc.max_send_message_length", _MESSAGE_BYTES),
+    ("grpc.initial_reconnect_backoff_ms", LEAST_RECONNECT_MS),
+    ("grpc.min_reconnect_backoff_ms", LEAST_RECONNECT_MS),
+    ("grpc.max_reconnect_backoff_ms", MOST_RECONNECT_MS),
 )
+# Sent with every call: a member without a raft leader refuses it with "no leader" at
+# once (etcd's v3 gRPC interceptors), so the call moves on to another member or, when
+# quorum is lost, fails at once.
+_REQUIRE_LEADER = (("hasleader", "true"),)
+# What a call safe to send twice moves on from: the member is gone or has no leader
+# (UNAVAILABLE), or it did not answer within the call's deadline (a hung member).
+_MOVE_ON = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,7 +70,7 @@ class EtcdSettings:
     key_file: str = ""
     user: str = ""
     password: str = ""
-    timeout_s: float = 10.0  # per call, and to connect to one endpoint
+    timeout_s: float = 10.0  # the most one call may take (a large commit or range)
 
 
 @dataclass(frozen=True)
@@ -77,12 +99,12 @@ class EtcdLink:
         for _ in range(len(self._targets)):
             index = self._current
             try:
-                stubs, metadata = await self._connect(index, patient=not retry)
+                stubs, metadata = await self._connect(index)
                 return await request(stubs, metadata)
             except _Unreachable as unreachable:
                 problems.append(f"{self._targets[index]}: {unreachable}")
             except grpc.aio.AioRpcError as error:
-                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                if error.code() not in _MOVE_ON:
                     raise
                 problems.append(f"{self._targets[index]}: {error.details()}")
                 if not (retry or _refused_before_taken(error)):
@@ -102,7 +124,7 @@ class EtcdLink:
         if self._current == index:
             self._current = (index + 1) % len(self._targets)
 
-    async def _connect(self, index: int, *, patient: bool) -> tuple[Stubs, Metadata]:
+    async def _connect(self, index: int) -> tuple[Stubs, Metadata]:
         channel = self._channels.get(index)
         if channel is None:
             target = self._targets[index]
@@ -111,9 +133,9 @@ class EtcdLink:
             else:
                 channel = grpc.aio.secure_channel(target, self._tls, options=_OPTIONS)
             self._channels[index] = channel
-        await self._ready(channel, patient=patient)
+        await self._ready(channel)
         if index not in self._metadata:
-            self._metadata[index] = await self._authenticate(channel)
+            self._metadata[index] = (*await self._authenticate(channel), *_REQUIRE_LEADER)
         stubs = self._stubs.get(index)
         if stubs is None:
             encoded_txn = channel.unary_unary(
@@ -124,23 +146,23 @@ class EtcdLink:
             self._stubs[index] = stubs
         return stubs, self._metadata[index]
 
-    async def _ready(self, channel: grpc.aio.Channel, *, patient: bool) -> None:
-        """Return once ``channel`` is connected. Unless ``patient``, a member that refuses
-        the connection (a killed one) fails at once, so a call safe to send elsewhere moves
-        on to the next member instead of waiting out the timeout: a leader's lease renewal
-        must not wait that long. A commit waits: when the member killed was etcd's raft
-        leader, the others answer a commit sent at once with "request timed out" (its
-        outcome unknown) until they have elected another, which the wait covers."""
+    async def _ready(self, channel: grpc.aio.Channel) -> None:
+        """Return once ``channel`` is connected; a member that refuses the connection (a
+        killed one) or is not connected within ``CONNECT_SECONDS`` fails at once, so the
+        call moves on to the next member. A commit need not wait for etcd to elect
+        another raft leader: the others refuse it ("no leader") until they have one, and
+        one whose outcome is unknown is resolved by ``coordinator.store.fenced``."""
+        bound = min(self.settings.timeout_s, CONNECT_SECONDS)
         try:
-            async with asyncio.timeout(self.settings.timeout_s):
+            async with asyncio.timeout(bound):
                 state = channel.get_state(try_to_connect=True)
                 while state != grpc.ChannelConnectivity.READY:
-                    if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE and not patient:
+                    if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
                         raise _Unreachable("the connection failed")
                     await channel.wait_for_state_change(state)
                     state = channel.get_state(try_to_connect=True)
         except TimeoutError:
-            raise _Unreachable(f"not connected within {self.settings.timeout_s:g}s") from None
+            raise _Unreachable(f"not connected within {bound:g}s") from None
 
     async def _authenticate(self, channel: grpc.aio.Channel) -> Metadata:
         """A token of this member (etcd's simple tokens are per member), or none."""
@@ -149,10 +171,10 @@ class EtcdLink:
         request = rpc.AuthenticateRequest(name=self.settings.user, password=self.settings.password)
         try:
             answer = await rpc.AuthStub(channel).Authenticate(
-                request, timeout=self.settings.timeout_s
+                request, timeout=min(self.settings.timeout_s, CONNECT_SECONDS)
             )
         except grpc.aio.AioRpcError as error:
-            if error.code() == grpc.StatusCode.UNAVAILABLE:
+            if error.code() in _MOVE_ON:
                 raise _Unreachable(error.details()) from error
             raise StoreError(
                 f"etcd refused user {self.settings.user!r}: {error.details()}"

@@ -11,16 +11,32 @@ fence no longer holds is reported (``on_deposed``, once, with the reason) and ra
 The key is read for that from ``witness``, the store itself, not from a copy that may lag
 behind it.
 
-A commit whose outcome is unknown (``OutcomeUnknown``: etcd's connection or deadline
-failed while it was in flight) ends the leadership too. The services applied nothing
-of it, yet the store may hold it, and their next commits would compare revisions it
-changed. So nothing more is committed here, and the leader gives its key up: a commit
-still in flight is then refused by the fence, and whoever leads next starts from the
-store, holding that commit or not.
+A commit whose outcome is unknown (``OutcomeUnknown``: the etcd member died or hung
+while it was in flight) is settled, not given up: sending it again as it was could apply
+it twice (a commit of puts alone compares nothing but the fence). So every commit also
+puts a marker key of its own, ``/coordinators/commits/<won_at>-<n>``, on the compare
+that the marker is absent. To settle one, the marker is *burnt*: put, with the fence and
+the same compare, holding ``BURNT``. If the burn succeeds, the commit never applied and
+now never can (its compare fails); it is sent again with a new marker. If the burn is
+refused, the marker is read back: holding ``BURNT``, an earlier burn of unknown outcome
+did it; otherwise the commit applied, at the marker's revision, and that is its answer.
+A burn is itself settled the same way, until ``SETTLE_SECONDS`` have passed; only then
+(etcd lost quorum meanwhile) does the outcome stay unknown, and the leadership end: the
+services applied nothing of it, yet the store may hold it, and their next commits would
+compare revisions it changed. A marker is deleted by the next commit after its own was
+answered; a new leader deletes those left by the one before it with its first commit.
+
+Rejected: sending again only commits that compare revisions they change (a second
+apply then fails its compare) leaves out commits of puts alone (quotas, leases, events),
+the common case; reading back what a commit wrote cannot tell its own apply from a
+later one, nor stop one still in flight from applying after the read.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -36,9 +52,16 @@ from coordinator.store import (
 
 REFUSED_BY_THE_FENCE = "a commit was refused by the fence: another coordinator holds the leader key"
 OUTCOME_UNKNOWN = (
-    "a commit's outcome is unknown (etcd failed while it was in flight), so this"
-    " coordinator's state may lag the store's"
+    "a commit's outcome is unknown (etcd failed while it was in flight, and could not"
+    " be asked within {seconds:g}s), so this coordinator's state may lag the store's"
 )
+MARKERS = "/coordinators/commits/"
+BURNT = b"burnt"  # a marker put to settle a commit: the commit did not apply
+# Long enough for etcd to elect another raft leader when the member that died led it
+# (1-2 s: its election timeout, 1 s by default, randomized up to twice that), short of a
+# leader's TTL (5 s by default). Commits queued behind one being settled wait as long.
+SETTLE_SECONDS = 3.0
+SETTLE_PAUSE_SECONDS = 0.05  # between attempts, while no member answers
 
 
 class Deposed(StoreError):
@@ -63,6 +86,10 @@ class FencedStore:
         self._fence = CompareCreated(key, won_at)
         self._on_deposed = on_deposed
         self._deposed: str | None = None  # why, once deposed
+        self._serial = itertools.count(1)  # of the markers
+        # Markers whose commits were answered, deleted by the next commit (None until
+        # the first, which deletes what earlier leaders left).
+        self._spent: set[str] | None = None
 
     @property
     def revision(self) -> int:
@@ -77,15 +104,74 @@ class FencedStore:
     async def commit(self, txn: Txn) -> TxnResult:
         if self._deposed is not None:
             raise Deposed(self._deposed)
+        if not (txn.puts or txn.deletes):  # nothing to apply twice: no marker needed
+            return await self._fenced(replace(txn, compares=(*txn.compares, self._fence)))
+        if self._spent is None:
+            self._spent = {entry.key for entry in await self._store.range(MARKERS)}
+        settling_until = time.monotonic() + SETTLE_SECONDS
+        while True:
+            marker = f"{MARKERS}{self._fence.create_revision}-{next(self._serial)}"
+            # Taken out while this commit is in flight, so that concurrent commits do
+            # not all carry the same deletes; given back unless it applied.
+            spent = tuple(self._spent - txn.puts.keys() - set(txn.deletes))
+            self._spent.difference_update(spent)
+            marked = replace(
+                txn,
+                compares=(*txn.compares, self._fence, CompareCreated(marker, 0)),
+                puts={**txn.puts, marker: b""},
+                deletes=(*txn.deletes, *spent),
+            )
+            result: TxnResult | None = None
+            try:
+                result = await self._settled(marked, marker, settling_until)
+            finally:
+                if result is None or not result.succeeded:
+                    self._spent.update(spent)
+            if result is not None:  # None: it never applied, and now never will: again
+                if result.succeeded:
+                    self._spent.add(marker)
+                return result
+
+    async def _settled(self, marked: Txn, marker: str, until: float) -> TxnResult | None:
+        """``marked`` (which puts ``marker``) committed, settled if its outcome is
+        unknown: its result, or None if it did not apply."""
         try:
-            result = await self._store.commit(replace(txn, compares=(*txn.compares, self._fence)))
+            return await self._fenced(marked)
         except OutcomeUnknown:
-            self._depose(OUTCOME_UNKNOWN)
-            raise
+            applied_at = await self._settle(marker, until)
+        return None if applied_at is None else TxnResult(succeeded=True, revision=applied_at)
+
+    async def _fenced(self, txn: Txn) -> TxnResult:
+        """``txn`` (which carries the fence) committed; ``Deposed`` if the fence failed."""
+        result = await self._store.commit(txn)
         if not result.succeeded and not await self._fence_holds():
             self._depose(REFUSED_BY_THE_FENCE)
             raise Deposed(REFUSED_BY_THE_FENCE)
         return result
+
+    async def _settle(self, marker: str, until: float) -> int | None:
+        """The revision the commit that put ``marker`` applied at, or None if it did not
+        apply (and never will: the marker is burnt)."""
+        assert self._spent is not None
+        burn = Txn(compares=(self._fence, CompareCreated(marker, 0)), puts={marker: BURNT})
+        while True:
+            try:
+                if (await self._fenced(burn)).succeeded:
+                    self._spent.add(marker)
+                    return None
+                entry = await self._witness.get(marker)
+                if entry is not None:
+                    self._spent.add(marker)
+                    return None if entry.value == BURNT else entry.mod_revision
+            except Deposed:
+                raise
+            except StoreError:
+                pass  # no member answers (yet): quorum lost, or all were tried
+            if time.monotonic() > until:
+                why = OUTCOME_UNKNOWN.format(seconds=SETTLE_SECONDS)
+                self._depose(why)
+                raise OutcomeUnknown(why)
+            await asyncio.sleep(SETTLE_PAUSE_SECONDS)
 
     async def close(self) -> None:
         """The store under the fence outlives it (it goes on as a standby's)."""

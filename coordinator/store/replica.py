@@ -34,6 +34,8 @@ from shared.logs import get_logger
 
 log = get_logger("allot.coordinator.store")
 
+RELOAD_PAUSE_SECONDS = 0.5  # between reads of the whole store after the watch failed
+
 Listener = Callable[[list[Event]], None]
 
 
@@ -129,8 +131,17 @@ class Replica:
                 await self._follow_watch(start)
             except StoreError as error:
                 log.warning("store watch failed; reading the store again", reason=error)
-                await asyncio.sleep(0.5)
-                start = await self._reload()
+                start = await self._reloaded()
+
+    async def _reloaded(self) -> int:
+        """``_reload``, tried again while the store does not answer (etcd's quorum lost):
+        a failure here must not end the following for good."""
+        while True:
+            await asyncio.sleep(RELOAD_PAUSE_SECONDS)
+            try:
+                return await self._reload()
+            except StoreError:
+                continue  # said once already, by the watch's failure
 
     async def _reload(self) -> int:
         snapshot = await self._store.snapshot("")

@@ -17,6 +17,7 @@ from coordinator.services.registry import NodeRegistry
 from coordinator.store import StoreError, Txn
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
+from coordinator.store.watch_answers import ANSWER_SECONDS, QUIET_SECONDS
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from tests.coordinator.deployments.test_indexes import load
 from tests.coordinator.store_engines import etcd_settings
@@ -128,6 +129,40 @@ async def test_the_cluster_keeps_deciding_with_one_member_of_three_killed(
         for victim in killed:
             etcd_cluster.restart(victim)
         await store.close()
+
+
+async def test_a_watch_on_a_member_that_hangs_goes_on_through_another(
+    etcd_cluster: EtcdCluster,
+) -> None:
+    """SIGSTOP of the member a watch streams from: its connection stays open and silent,
+    its progress request goes unanswered, and the watch goes on through another member
+    from the next revision, missing nothing."""
+    victim = next(i for i in range(3) if i != etcd_cluster.leader())
+    base = etcd_settings(etcd_cluster)
+    others = tuple(e for i, e in enumerate(etcd_cluster.endpoints) if i != victim)
+    watching = await EtcdStore.open(
+        replace(base, endpoints=(etcd_cluster.endpoints[victim], *others))
+    )
+    writer = await EtcdStore.open(replace(base, endpoints=others))
+    stream = watching.watch("/w/", watching.revision + 1)
+    # Only so that a failure does not hang the run: quiet for QUIET_SECONDS, a progress
+    # request unanswered for ANSWER_SECONDS, plus a shared host's slack.
+    guard = QUIET_SECONDS + ANSWER_SECONDS + 10
+    try:
+        await writer.commit(Txn(puts={"/w/1": b"1"}))
+        assert [e.key for e in await anext(stream)] == ["/w/1"]
+        etcd_cluster.pause(victim)
+        try:
+            await writer.commit(Txn(puts={"/w/2": b"2"}))
+            async with asyncio.timeout(guard):
+                events = await anext(stream)
+        finally:
+            etcd_cluster.resume(victim)
+        assert [e.key for e in events] == ["/w/2"]
+    finally:
+        await stream.aclose()
+        await watching.close()
+        await writer.close()
 
 
 async def test_no_endpoint_answering_is_a_clear_error(etcd_cluster: EtcdCluster) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
@@ -176,6 +177,37 @@ async def test_a_leader_whose_event_loop_blocks_past_its_ttl_keeps_its_key(
         assert entry is not None
         assert entry.create_revision == won.won_at
         holding.cancel()
+
+
+async def test_a_leader_whose_etcd_member_hangs_keeps_its_key(
+    etcd_cluster: EtcdCluster,
+) -> None:
+    """The member the leader's connections use first hangs (SIGSTOP) for twice the TTL:
+    each renewal waits at most a second on it and goes on through another member, so
+    the lease is kept and the leader still leads once the member wakes up."""
+    victim = next(i for i in range(3) if i != etcd_cluster.leader())
+    base = etcd_settings(etcd_cluster)
+    others = tuple(e for i, e in enumerate(etcd_cluster.endpoints) if i != victim)
+    store = await EtcdStore.open(replace(base, endpoints=(etcd_cluster.endpoints[victim], *others)))
+    ttl = 2
+    try:
+        async with following(store) as replica:
+            election = Election(store, replica, url="http://c0:7600", ttl=ttl)
+            won = await election.campaign()
+            holding = asyncio.create_task(election.hold(won))
+            await asyncio.sleep(0.2)  # the keeper has started and renewed once
+            etcd_cluster.pause(victim)
+            try:
+                await asyncio.sleep(2 * ttl)
+            finally:
+                etcd_cluster.resume(victim)
+            assert not holding.done(), holding.result()
+            entry = await store.get(LEADER_KEY)
+            assert entry is not None
+            assert entry.create_revision == won.won_at
+            holding.cancel()
+    finally:
+        await store.close()
 
 
 async def test_a_new_leader_whose_copy_has_not_seen_its_win_yet_holds_on(
