@@ -66,6 +66,14 @@ class Election:
         entry = await self._replica.get(LEADER_KEY)
         return entry.value.decode() if entry is not None else ""
 
+    async def leader_elsewhere(self) -> str:
+        """The leader's URL, unless it is this coordinator's own ("" then, as with none):
+        what a standby names. A standby that sees its own URL there sees a leadership it
+        gave up that etcd has not yet let go (its quorum lost, say); a client sent there
+        would only be sent back to it."""
+        leader = await self.leader_url()
+        return "" if leader == self._url else leader
+
     async def campaign(self) -> Leadership:
         """Return once this coordinator holds the leader key (waiting while another does).
         While etcd does not answer (its quorum lost), it asks again every

@@ -79,11 +79,11 @@ async def serve_on_etcd(
                 warm = _kept_warm(replica, config.share_base)  # the loop held meanwhile
                 standby = make_standby_app(
                     config.join_token,
-                    election.leader_url,
+                    election.leader_elsewhere,
                     client_ca=bool(config.tls_client_ca_file),
                 )
                 async with _serving(standby, listener, tls, doors, shutdown_s=0.5):
-                    log.info("standby", leader=await election.leader_url() or "none yet")
+                    log.info("standby", leader=await election.leader_elsewhere() or "none yet")
                     notify("READY=1", "STATUS=standby")
                     won = await _unless_stopping(election.campaign(), stopping)
                 if won is None:

@@ -47,9 +47,12 @@ def test_the_smoke_run_acknowledges_every_container_and_survives_a_restart(
     assert len(figures["posts_ms"]) == 2
     assert figures["post_last_over_first"] > 0
     assert figures["sessions_dropped"] == 0
+    # The smoke run's two deploys can be over within one lease interval (30 ms for both
+    # on a quiet machine), so no lease may fall in their window; any that did was
+    # answered.
     during = figures["lease_deploys"]
-    assert during["answered_per_s"] > 0
-    assert during["errors"] == 0
+    assert during["errors"] == during["missed"] == 0
+    assert (during["p50_ms"] is None) == (during["answered_per_s"] == 0)
     assert figures["coordinator_rss_mb"] > 0
     assert figures["singles"] == 5
     assert figures["single_post_p50_ms"] > 0
