@@ -236,7 +236,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
     """Each store engine in turn: the conformance suite runs its tests on both."""
     if request.param == "sqlite":
         return sqlite_engine(tmp_path)
-    return etcd_engine(request.getfixturevalue("etcd_cluster"))
+    return etcd_engine(request.getfixturevalue("quiet_etcd_cluster"))
 
 
 @pytest.fixture

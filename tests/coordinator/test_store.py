@@ -4,8 +4,9 @@ cluster). What only one engine has is tested in test_sqlite_store.py and
 test_etcd_store.py.
 
 On etcd the revision is the cluster's, so tests count from the revision the store had
-when they began (``base``); nothing else writes to the test cluster meanwhile, so each
-changing transaction still moves it by exactly one there too.
+when they began (``base``); nothing else writes to their cluster (``quiet_etcd_cluster``,
+not the session's shared one), so each changing transaction still moves it by exactly
+one there too.
 """
 
 from __future__ import annotations
