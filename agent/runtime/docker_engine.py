@@ -3,9 +3,9 @@ run in a bounded thread pool so the event loop never waits on Docker.
 
     engine = DockerEngine.connect(node="n1", base_url="", timeout=30.0)
     observed = await engine.observe()            # this node's containers, inspected
-    await engine.create_and_start(container, settings)
+    await engine.create_and_start(container, settings, stop_timeout=10)
     await engine.update(docker_id, settings)
-    await engine.remove(docker_id)
+    await engine.remove(docker_id, stop_timeout=10)
 
 An engine that cannot be reached raises ``EngineUnavailable``; the engine refusing one
 call (a missing image, a bad setting) raises ``DockerRefused`` with its explanation.
@@ -38,6 +38,11 @@ API_VERSION = "1.41"
 GPU_CAPABILITIES = [["gpu"]]  # what `docker run --gpus device=...` asks for
 NO_RESERVATION = -1  # what an update takes to remove a memory reservation (Docker 20.10)
 
+# Threads for the SDK's blocking calls. A stop holds one for up to its stop timeout, so
+# there are room for the runtime's concurrent removals (reconciler.REMOVALS_AT_ONCE)
+# and still threads for creates, starts and inspects beside them.
+WORKERS = 16
+
 T = TypeVar("T")
 
 
@@ -61,7 +66,7 @@ class Inspected:
 
 
 class DockerEngine:
-    def __init__(self, client: docker.DockerClient, node: str, *, workers: int = 4) -> None:
+    def __init__(self, client: docker.DockerClient, node: str, *, workers: int = WORKERS) -> None:
         self.client = client
         self.node = node
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="docker")
@@ -87,7 +92,12 @@ class DockerEngine:
         found = await asyncio.gather(*(self._inspect(s["Id"]) for s in summaries))
         return [one for one in found if one is not None]
 
-    async def create_and_start(self, container: DesiredContainer, settings: Settings) -> str:
+    async def create_and_start(
+        self, container: DesiredContainer, settings: Settings, *, stop_timeout: int
+    ) -> str:
+        """Create the container, with the seconds it has to stop before it is killed kept
+        by Docker (its StopTimeout: a removal after an agent restart still knows it), and
+        start it."""
         api = self.client.api
         host_config = api.create_host_config(
             **_settings_arguments(settings),
@@ -103,6 +113,7 @@ class DockerEngine:
             environment=container.env,
             labels=labels.labels_for(container, self.node),
             host_config=host_config,
+            stop_timeout=stop_timeout,
         )
         docker_id: str = created["Id"]
         await self._call(api.start, docker_id)
@@ -175,6 +186,7 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
             created=attrs.get("Created", ""),
             started_at=state.get("StartedAt", ""),
             exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
+            stop_timeout=attrs["Config"].get("StopTimeout"),
         ),
         namespace=found.get(labels.NAMESPACE, ""),
         deployment=found.get(labels.DEPLOYMENT, ""),

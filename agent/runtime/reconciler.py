@@ -5,14 +5,20 @@
     runtime.set_desired(revision, containers, full=True)
     status = runtime.report()                   # what the coordinator is told
 
-A pass observes this node's containers, plans (``plan.plan``) and carries the work out,
-containers in parallel and each container's actions in order, then observes again to
-report what Docker actually holds. A pass runs on every desired-state push, on every
-Docker event of this node's containers, when a container's next try in its crash loop is
-due (``restarts``), and at least every ``resync_seconds``. Until the
-coordinator has sent a desired state the agent only observes: it never removes a
-container it has not been told about. When the engine is down the node reports the
-problem and passes are retried with a capped backoff until it answers again.
+A pass works in bounded steps (``steps``): it observes this node's containers, plans
+(``plan.plan``) from the newest desired state it holds, carries one step out, containers
+in parallel and each container's actions in order, and plans again, until nothing is left
+to do; then it reports what Docker actually holds. Right before each create or start the
+container is checked against the newest desired state, so a container whose record is
+gone is never started. Containers no longer desired are removed in the background,
+``REMOVALS_AT_ONCE`` at a time, each with its own stop timeout (its deployment's, else the
+agent's ``stop_timeout_seconds``); each removal that ends wakes a pass. A pass runs on
+every desired-state push, on every Docker event of this node's containers, when a
+container's next try in its crash loop is due (``restarts``), and at least every
+``resync_seconds``. Until the coordinator has sent a desired state the agent only
+observes: it never removes a container it has not been told about. When the engine is
+down the node reports the problem and passes are retried with a capped backoff until it
+answers again.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +58,12 @@ from agent.runtime.plan import (
 from agent.runtime.restarts import CrashLoop, RestartRules, after_try, describe, ended
 from agent.runtime.settings import Settings
 from agent.runtime.state_file import AgentState, LastReconcile
+from agent.runtime.steps import Step, next_step
 from agent.runtime.usage import Sample, cpu_cores, sample
 from shared.backoff import Backoff
 from shared.bounds import MAX_MESSAGES, clipped
 from shared.codec import to_json
+from shared.cpuset import CpuSet
 from shared.logs import get_logger
 from shared.protocol import Attempt, ContainerStatus, DesiredContainer, Status, SwapState
 from shared.quantity import format_memory
@@ -67,6 +75,10 @@ EVENT_STREAM_RETRY_SECONDS = 1.0
 # closely (a burst of Docker events) would otherwise give a CPU rate over a few ms.
 USAGE_SAMPLE_SECONDS = 1.0
 SWAP_POLL_SECONDS = 0.5  # how often passes run while a swap waits for its settle time
+# Removals under way at once: each may wait out its container's stop timeout, and the
+# engine's thread pool (docker_engine.WORKERS) keeps room beside them for the rest.
+REMOVALS_AT_ONCE = 8
+RUNNING_STATES = frozenset({"running", "restarting", "paused"})
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,10 @@ class _Pass:
     errors: dict[str, str] = field(default_factory=dict)
     actions: int = 0
     engine_down: str = ""  # the engine stopped answering during the pass
+
+
+class _NoLongerDesired(Exception):
+    """The container's desired record went away before it was created or started."""
 
 
 class Runtime:
@@ -135,6 +151,9 @@ class Runtime:
         self._adopted = False
         self._last_pass: LastReconcile | None = None
         self._wake = asyncio.Event()
+        self._removals_at_once = asyncio.Semaphore(REMOVALS_AT_ONCE)
+        self._removing: dict[str, asyncio.Task[None]] = {}  # Docker id -> its removal
+        self._removal_failed: dict[str, str] = {}  # Docker id -> why its last removal failed
         self._report = self._build_report()
         self._report_version = 0
         self._report_changed = asyncio.Condition()
@@ -208,9 +227,10 @@ class Runtime:
                 self._ping_watchdog()
                 await self._sleep(delay)
         finally:
-            events.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await events
+            tasks = [events, *self._removing.values()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _sleep(self, delay: float) -> None:
         """Until woken or ``delay`` passes, pinging the watchdog meanwhile."""
@@ -246,21 +266,26 @@ class Runtime:
         desired, revision = self._desired, self._revision
         outcome = _Pass()
         work: list[Work] = []
+        done: set[str] = set()  # the containers this pass acted on
         try:
             observed = await self.engine.observe()
             self._note_adoption(observed)
-            if desired is not None:
-                swaps = self._swaps(desired)
-                seen = [one.observed for one in observed]
-                retries = self._retries(seen)
-                work = plan(desired, seen, self._applied.settings, self.host, swaps, retries)
-                outcome = await self._carry_out(work)
-                self._note_failed_swaps(desired, work, outcome)
-                self._note_tries(desired, work, outcome)
-                waits = [one.retry_at for one in work if one.retry_at is not None]
-                self._next_try = min(waits, default=None)
-                if outcome.actions:
-                    observed = await self.engine.observe()
+            while desired is not None:
+                work = self._plan(desired, observed)
+                step = self._next_step(desired, work, observed, done)
+                work = [replace(one, problem=step.held.get(one.id, one.problem)) for one in work]
+                self._remove_in_background(step)
+                if not step.works:
+                    break
+                acted = list(step.works)
+                await self._carry_out(acted, outcome)
+                done.update(one.id for one in acted)
+                self._note_failed_swaps(desired, acted, outcome)
+                self._note_tries(desired, acted, outcome)
+                observed = await self.engine.observe()
+                desired, revision = self._desired, self._revision
+            waits = [one.retry_at for one in work if one.retry_at is not None]
+            self._next_try = min(waits, default=None)
         except EngineUnavailable as error:
             self._engine_down(str(error))
             await self._publish()
@@ -284,6 +309,59 @@ class Runtime:
                 notify("READY=1", f"STATUS=reconciled revision {revision}")
         await self._publish()
         return True
+
+    def _plan(self, desired: dict[str, DesiredContainer], observed: list[Inspected]) -> list[Work]:
+        swaps = self._swaps(desired)
+        seen = [one.observed for one in observed]
+        retries = self._retries(seen)
+        return plan(desired, seen, self._applied.settings, self.host, swaps, retries)
+
+    def _next_step(
+        self,
+        desired: dict[str, DesiredContainer],
+        work: list[Work],
+        observed: list[Inspected],
+        done: set[str],
+    ) -> Step:
+        """The next step (``steps``): what leaves runs on its CPUs until it is gone, and
+        a bound container waits for the CPUs it is given."""
+        leaving = {
+            one.observed.id: self.host.settings(one.observed.limits).cpuset_cpus
+            for one in observed
+            if one.observed.id not in desired and one.observed.state in RUNNING_STATES
+        }
+        bound: dict[str, CpuSet] = {
+            container_id: self.host.settings(container.limits).cpuset_cpus
+            for container_id, container in desired.items()
+            if not container.shared_pool
+        }
+        return next_step(
+            work, desired.keys(), leaving, bound, removing=self._removing.keys(), done=done
+        )
+
+    def _remove_in_background(self, step: Step) -> None:
+        for container_id, removal in step.removals:
+            task = asyncio.create_task(self._remove(container_id, removal))
+            self._removing[removal.docker_id] = task
+
+    async def _remove(self, container_id: str, removal: Remove) -> None:
+        """Remove a container no longer desired, once one of the REMOVALS_AT_ONCE places
+        is free, unless it is desired again by then; the pass that follows sees the
+        outcome. A failed removal is tried again at the next resync, not at once."""
+        try:
+            async with self._removals_at_once:
+                if container_id in (self._desired or {}):
+                    return
+                await self._act(container_id, removal)
+            self._removal_failed.pop(removal.docker_id, None)
+            self._wake.set()
+        except DockerRefused as error:
+            self._removal_failed[removal.docker_id] = str(error)
+            log.warning("container not removed", id=container_id, reason=str(error))
+        except EngineUnavailable:
+            pass  # the next pass finds the engine down and says so
+        finally:
+            del self._removing[removal.docker_id]
 
     def _measure(self, observed: list[Inspected]) -> None:
         """Sample each running container's usage, at most every USAGE_SAMPLE_SECONDS:
@@ -402,19 +480,20 @@ class Runtime:
             if was in ("running", "restarting") and exit_code is not None:
                 log.warning("container exited", id=one.observed.id, exit_code=exit_code)
 
-    async def _carry_out(self, work: list[Work]) -> _Pass:
+    async def _carry_out(self, work: list[Work], outcome: _Pass) -> None:
         """Each container's actions in order, containers side by side."""
-        outcome = _Pass()
         await asyncio.gather(*(self._work(one, outcome) for one in work))
         if outcome.engine_down:
             raise EngineUnavailable(outcome.engine_down)
-        return outcome
 
     async def _work(self, work: Work, outcome: _Pass) -> None:
         for action in work.actions:
             outcome.actions += 1
             try:
                 await self._act(work.id, action)
+            except _NoLongerDesired:
+                log.info("start skipped: no longer desired", id=work.id, action=_verb(action))
+                return
             except DockerRefused as error:
                 outcome.errors[work.id] = f"{_verb(action)} failed: {error}"
                 return
@@ -438,9 +517,23 @@ class Runtime:
             else:
                 self._problems.pop(container_id, None)
 
+    def _still_desired(self, container_id: str) -> bool:
+        """True when the newest desired state wants ``container_id`` to run: it has its
+        record, or the record of a container that replaces it (a failed swap's old one)."""
+        desired = self._desired or {}
+        return container_id in desired or any(c.replaces == container_id for c in desired.values())
+
+    def _stop_timeout(self, timeout: int | None) -> int:
+        return self.options.stop_timeout_seconds if timeout is None else timeout
+
     async def _act(self, container_id: str, action: Action) -> None:
+        if isinstance(action, Create | Start) and not self._still_desired(container_id):
+            raise _NoLongerDesired(container_id)
         if isinstance(action, Create):
-            await self.engine.create_and_start(action.container, action.settings)
+            timeout = self._stop_timeout(action.container.stop_timeout_seconds)
+            await self.engine.create_and_start(
+                action.container, action.settings, stop_timeout=timeout
+            )
             if action.recreated:
                 described = _describe(action.settings)
                 log.warning(
@@ -455,7 +548,9 @@ class Runtime:
             else:
                 log.info("container started", id=container_id, reason=action.reason)
         elif isinstance(action, Stop):
-            await self.engine.stop(action.docker_id, stop_timeout=self.options.stop_timeout_seconds)
+            await self.engine.stop(
+                action.docker_id, stop_timeout=self._stop_timeout(action.stop_timeout)
+            )
             log.info("container stopped", id=container_id, reason=action.reason)
         elif isinstance(action, Update):
             await self.engine.update(action.docker_id, action.settings)
@@ -469,7 +564,7 @@ class Runtime:
             # by hand, which this one, even if the agent stops right now, is not.
             self._applied.forget(container_id)
             await self.engine.remove(
-                action.docker_id, stop_timeout=self.options.stop_timeout_seconds
+                action.docker_id, stop_timeout=self._stop_timeout(action.stop_timeout)
             )
             log.info("container removed", id=container_id, reason=action.reason)
 
@@ -494,7 +589,8 @@ class Runtime:
         for kept in per_container:
             for container_id in kept.keys() - desired.keys():
                 del kept[container_id]
-        if not outcome.errors:
+        # Applied once nothing failed and no removal is still under way or failed.
+        if not outcome.errors and not self._removing and not self._removal_failed:
             self._applied_revision = revision
 
     def _engine_down(self, reason: str) -> None:

@@ -1,0 +1,178 @@
+"""The churn case on the real Docker engine: deployments of containers that ignore SIGTERM,
+each deleted and followed at once by a new one, against one real coordinator and one real
+agent (both processes of this host, the agent offering every CPU this process may use).
+
+    .venv/bin/python bench/churn.py [--rounds 10] [--count 5] [--interval 2]
+                                    [--agent-stop-timeout 10] [--stop-timeout N]
+
+Each round deletes the previous round's deployment and creates the next one, ``--count``
+containers of ``sh -c 'trap "" TERM; sleep 3600'`` (0.1 core, 16 MiB, on the shared pool),
+then waits ``--interval`` seconds. ``--stop-timeout`` sets the deployments'
+``stop_timeout_seconds`` (left out: the agent's own, ``--agent-stop-timeout``). Prints:
+
+- catch-up: from the last API answer until Docker holds exactly the last deployment's
+  containers, all running, and the agent's state file shows its desired revision applied;
+- the agent's longest pass (its state file's ``last_reconcile``, polled every 50 ms) and
+  the largest gap between its desired and applied revisions seen while polling;
+- late starts: Docker ``start`` events (the engine's own stream, read afterwards with
+  since/until) of a container whose deployment had been deleted, by the time its delete
+  was answered; the first few with how late they came.
+
+Not part of ``make test``; every container it made is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+
+# Run as a script, Python puts bench/ first on the path, where agent.py would stand in for
+# the ``agent`` package; the repository root goes there instead (it also holds ``tests``).
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+
+from agent.runtime.labels import DEPLOYMENT, node_filter  # noqa: E402
+from agent.runtime.state_file import read_state  # noqa: E402
+from tests.docker.clusters import running_cluster  # noqa: E402
+from tests.docker.runtimes import cpus  # noqa: E402
+from tests.e2e.processes import api  # noqa: E402
+
+IMAGE = "allot/busybox:test"
+DEAF_TO_SIGTERM = ["sh", "-c", 'trap "" TERM; sleep 3600']
+NAMESPACE = "churn"
+POLL_SECONDS = 0.05
+
+
+@dataclass
+class Watch:
+    """What polling the agent's state file saw."""
+
+    longest_pass_ms: float = 0.0
+    largest_gap: int = 0
+    passes: set[float] = field(default_factory=set)
+
+
+def body(name: str, count: int, stop_timeout: int | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": name,
+        "image": IMAGE,
+        "command": DEAF_TO_SIGTERM,
+        "count": count,
+        "resources": {"cpu": "0.1", "memory": "16Mi"},
+    }
+    if stop_timeout is not None:
+        spec["stop_timeout_seconds"] = stop_timeout
+    return spec
+
+
+def poll_state(path: Path, watch: Watch) -> tuple[int | None, int]:
+    """The agent's desired and applied revisions, noting its pass and gap."""
+    try:
+        state = read_state(path)
+    except (OSError, ValueError):
+        return None, 0
+    if state.last_reconcile is not None:
+        watch.longest_pass_ms = max(watch.longest_pass_ms, state.last_reconcile.duration_ms)
+        watch.passes.add(state.last_reconcile.at)
+    if state.desired_revision is not None:
+        watch.largest_gap = max(watch.largest_gap, state.desired_revision - state.applied_revision)
+    return state.desired_revision, state.applied_revision
+
+
+def holds_only(client: docker.DockerClient, node: str, deployment: str, count: int) -> bool:
+    found = client.api.containers(all=True, filters=node_filter(node))
+    running = [c for c in found if c["State"] == "running"]
+    ours = [c for c in running if c["Labels"].get(DEPLOYMENT) == deployment]
+    return len(found) == count and len(ours) == count
+
+
+def late_starts(
+    client: docker.DockerClient, node: str, deleted: dict[str, float], since: float, until: float
+) -> list[tuple[str, float]]:
+    """Each start of a container whose deployment's delete was answered before it, with
+    how many seconds after the answer it came."""
+    filters = {"type": ["container"], "event": ["start"], **node_filter(node)}
+    late = []
+    for event in client.api.events(
+        since=int(since), until=int(until) + 1, filters=filters, decode=True
+    ):
+        attributes = event["Actor"]["Attributes"]
+        answered = deleted.get(attributes.get(DEPLOYMENT, ""))
+        at = event["timeNano"] / 1e9
+        if answered is not None and at > answered:
+            late.append((attributes.get("allot.id", "?"), at - answered))
+    return late
+
+
+def run(arguments: argparse.Namespace) -> None:
+    client = docker.from_env(timeout=120)
+    began = time.time()
+    deleted: dict[str, float] = {}  # deployment -> when its delete was answered
+    watch = Watch()
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        flags = (f"--stop-timeout-seconds={arguments.agent_stop_timeout}",)
+        with running_cluster(
+            tmp, client, nodes=1, cpus_each=len(cpus()), agent_args=flags
+        ) as cluster:
+            node = cluster.nodes[0]
+            state = tmp / f"agent-{node}.json"
+            answered = 0.0
+            for round_ in range(arguments.rounds):
+                if round_:
+                    api(
+                        cluster.url,
+                        f"/v1/namespaces/{NAMESPACE}/deployments/c{round_ - 1}",
+                        method="DELETE",
+                    )
+                    deleted[f"c{round_ - 1}"] = time.time()
+                spec = body(f"c{round_}", arguments.count, arguments.stop_timeout)
+                api(cluster.url, f"/v1/namespaces/{NAMESPACE}/deployments", spec)
+                answered = time.monotonic()
+                pause_until = answered + arguments.interval
+                while time.monotonic() < pause_until:
+                    poll_state(state, watch)
+                    time.sleep(POLL_SECONDS)
+            last = f"c{arguments.rounds - 1}"
+            deadline = time.monotonic() + arguments.timeout
+            while True:
+                desired, applied = poll_state(state, watch)
+                if desired == applied and holds_only(client, node, last, arguments.count):
+                    break
+                if time.monotonic() > deadline:
+                    sys.exit(f"not caught up within {arguments.timeout:g}s")
+                time.sleep(POLL_SECONDS)
+            catch_up = time.monotonic() - answered
+            late = late_starts(client, node, deleted, began, time.time())
+    made = arguments.rounds * arguments.count
+    timeout = arguments.stop_timeout if arguments.stop_timeout is not None else "agent's"
+    print(f"rounds={arguments.rounds} count={arguments.count} containers={made}")
+    print(f"stop_timeout={timeout} agent_stop_timeout={arguments.agent_stop_timeout}")
+    print(f"catch_up_s={catch_up:.1f} (from the last deploy answered)")
+    print(f"longest_pass_s={watch.longest_pass_ms / 1000:.1f} passes_seen={len(watch.passes)}")
+    print(f"largest_desired_minus_applied={watch.largest_gap}")
+    print(f"late_starts={len(late)}")
+    for container_id, after in late[:5]:
+        print(f"  {container_id} started {after:.1f}s after its deployment's delete was answered")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--count", type=int, default=5)
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between rounds")
+    parser.add_argument("--agent-stop-timeout", type=int, default=10)
+    parser.add_argument("--stop-timeout", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=600.0, help="catch-up deadline")
+    run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
