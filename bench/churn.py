@@ -10,6 +10,7 @@ containers of ``sh -c 'trap "" TERM; sleep 3600'`` (0.1 core, 16 MiB, on the sha
 then waits ``--interval`` seconds. ``--stop-timeout`` sets the deployments'
 ``stop_timeout_seconds`` (left out: the agent's own, ``--agent-stop-timeout``). Prints:
 
+- newest running: from the last API answer until the last deployment's containers run;
 - catch-up: from the last API answer until Docker holds exactly the last deployment's
   containers, all running, and the agent's state file shows its desired revision applied;
 - the agent's longest pass (its state file's ``last_reconcile``, polled every 50 ms) and
@@ -86,6 +87,12 @@ def poll_state(path: Path, watch: Watch) -> tuple[int | None, int]:
     return state.desired_revision, state.applied_revision
 
 
+def runs(client: docker.DockerClient, node: str, deployment: str, count: int) -> bool:
+    found = client.api.containers(filters=node_filter(node) | {"status": ["running"]})
+    ours = [c for c in found if c["Labels"].get(DEPLOYMENT) == deployment]
+    return len(ours) == count
+
+
 def holds_only(client: docker.DockerClient, node: str, deployment: str, count: int) -> bool:
     found = client.api.containers(all=True, filters=node_filter(node))
     running = [c for c in found if c["State"] == "running"]
@@ -142,6 +149,12 @@ def run(arguments: argparse.Namespace) -> None:
                     time.sleep(POLL_SECONDS)
             last = f"c{arguments.rounds - 1}"
             deadline = time.monotonic() + arguments.timeout
+            while not runs(client, node, last, arguments.count):
+                if time.monotonic() > deadline:
+                    sys.exit(f"the last deployment not running within {arguments.timeout:g}s")
+                poll_state(state, watch)
+                time.sleep(POLL_SECONDS)
+            newest = time.monotonic() - answered
             while True:
                 desired, applied = poll_state(state, watch)
                 if desired == applied and holds_only(client, node, last, arguments.count):
@@ -155,6 +168,7 @@ def run(arguments: argparse.Namespace) -> None:
     timeout = arguments.stop_timeout if arguments.stop_timeout is not None else "agent's"
     print(f"rounds={arguments.rounds} count={arguments.count} containers={made}")
     print(f"stop_timeout={timeout} agent_stop_timeout={arguments.agent_stop_timeout}")
+    print(f"newest_running_s={newest:.1f} (from the last deploy answered)")
     print(f"catch_up_s={catch_up:.1f} (from the last deploy answered)")
     print(f"longest_pass_s={watch.longest_pass_ms / 1000:.1f} passes_seen={len(watch.passes)}")
     print(f"largest_desired_minus_applied={watch.largest_gap}")

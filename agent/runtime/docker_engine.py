@@ -3,12 +3,15 @@ run in a bounded thread pool so the event loop never waits on Docker.
 
     engine = DockerEngine.connect(node="n1", base_url="", timeout=30.0)
     observed = await engine.observe()            # this node's containers, inspected
-    await engine.create_and_start(container, settings, stop_timeout=10)
+    docker_id = await engine.create(container, settings, stop_timeout=10)
+    await engine.start(docker_id)
     await engine.update(docker_id, settings)
     await engine.remove(docker_id, stop_timeout=10)
 
 An engine that cannot be reached raises ``EngineUnavailable``; the engine refusing one
-call (a missing image, a bad setting) raises ``DockerRefused`` with its explanation.
+call (a missing image, a bad setting) raises ``DockerRefused`` with its explanation. A
+create or start given a ``gate`` is sent only if the gate still says yes once a thread
+is free to send it; else it raises ``NotWanted``.
 """
 
 from __future__ import annotations
@@ -54,6 +57,20 @@ class DockerRefused(Exception):
     """The engine answered one call with an error."""
 
 
+class NotWanted(Exception):
+    """A create or start was not made: its gate said no, right before the call."""
+
+
+# Asked on the worker thread right before a create or start is sent to the engine, after
+# any wait for a free thread, so it must only read (the runtime looks the container up in
+# the desired state it holds, a dict replaced whole, never changed in place).
+Gate = Callable[[], bool]
+
+
+def _always() -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Inspected:
     """One container's observed state, with what its status reports beyond the plan."""
@@ -92,12 +109,17 @@ class DockerEngine:
         found = await asyncio.gather(*(self._inspect(s["Id"]) for s in summaries))
         return [one for one in found if one is not None]
 
-    async def create_and_start(
-        self, container: DesiredContainer, settings: Settings, *, stop_timeout: int
+    async def create(
+        self,
+        container: DesiredContainer,
+        settings: Settings,
+        *,
+        stop_timeout: int,
+        gate: Gate = _always,
     ) -> str:
-        """Create the container, with the seconds it has to stop before it is killed kept
-        by Docker (its StopTimeout: a removal after an agent restart still knows it), and
-        start it."""
+        """Create the container (not started), with the seconds it has to stop before it
+        is killed kept by Docker (its StopTimeout: a removal after an agent restart still
+        knows it); its Docker id."""
         api = self.client.api
         host_config = api.create_host_config(
             **_settings_arguments(settings),
@@ -107,6 +129,8 @@ class DockerEngine:
             device_requests=device_requests(container.gpus) or None,
         )
         created = await self._call(
+            _gated,
+            gate,
             api.create_container,
             container.image,
             command=container.command or None,
@@ -116,11 +140,10 @@ class DockerEngine:
             stop_timeout=stop_timeout,
         )
         docker_id: str = created["Id"]
-        await self._call(api.start, docker_id)
         return docker_id
 
-    async def start(self, docker_id: str) -> None:
-        await self._call(self.client.api.start, docker_id)
+    async def start(self, docker_id: str, *, gate: Gate = _always) -> None:
+        await self._call(_gated, gate, self.client.api.start, docker_id)
 
     async def update(self, docker_id: str, settings: Settings) -> None:
         await self._call(self.client.api.update_container, docker_id, **_update_arguments(settings))
@@ -216,6 +239,12 @@ def _update_arguments(settings: Settings) -> dict[str, Any]:
     reservation at 0 is sent as -1, which takes one away."""
     reservation = settings.mem_reservation or NO_RESERVATION
     return _settings_arguments(settings) | {"mem_reservation": reservation}
+
+
+def _gated(gate: Gate, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    if not gate():
+        raise NotWanted(getattr(function, "__name__", "call"))
+    return function(*args, **kwargs)
 
 
 def _translated(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,7 +35,13 @@ from typing import Any
 
 from agent.runtime.applied_file import AppliedSettings
 from agent.runtime.atomic_write import QuietWriter
-from agent.runtime.docker_engine import DockerEngine, DockerRefused, EngineUnavailable, Inspected
+from agent.runtime.docker_engine import (
+    DockerEngine,
+    DockerRefused,
+    EngineUnavailable,
+    Inspected,
+    NotWanted,
+)
 from agent.runtime.events import follow_events
 from agent.runtime.labels import spec_digest
 from agent.runtime.plan import (
@@ -113,10 +120,6 @@ class _Pass:
     engine_down: str = ""  # the engine stopped answering during the pass
 
 
-class _NoLongerDesired(Exception):
-    """The container's desired record went away before it was created or started."""
-
-
 class Runtime:
     def __init__(
         self,
@@ -154,6 +157,8 @@ class Runtime:
         self._removals_at_once = asyncio.Semaphore(REMOVALS_AT_ONCE)
         self._removing: dict[str, asyncio.Task[None]] = {}  # Docker id -> its removal
         self._removal_failed: dict[str, str] = {}  # Docker id -> why its last removal failed
+        # Docker ids removed that the last observation may still show: not removed twice.
+        self._removed: set[str] = set()
         self._report = self._build_report()
         self._report_version = 0
         self._report_changed = asyncio.Condition()
@@ -335,9 +340,9 @@ class Runtime:
             for container_id, container in desired.items()
             if not container.shared_pool
         }
-        return next_step(
-            work, desired.keys(), leaving, bound, removing=self._removing.keys(), done=done
-        )
+        self._removed &= {one.observed.docker_id for one in observed}
+        removing = self._removing.keys() | self._removed
+        return next_step(work, desired.keys(), leaving, bound, removing=removing, done=done)
 
     def _remove_in_background(self, step: Step) -> None:
         for container_id, removal in step.removals:
@@ -354,6 +359,7 @@ class Runtime:
                     return
                 await self._act(container_id, removal)
             self._removal_failed.pop(removal.docker_id, None)
+            self._removed.add(removal.docker_id)
             self._wake.set()
         except DockerRefused as error:
             self._removal_failed[removal.docker_id] = str(error)
@@ -491,7 +497,7 @@ class Runtime:
             outcome.actions += 1
             try:
                 await self._act(work.id, action)
-            except _NoLongerDesired:
+            except NotWanted:
                 log.info("start skipped: no longer desired", id=work.id, action=_verb(action))
                 return
             except DockerRefused as error:
@@ -527,13 +533,15 @@ class Runtime:
         return self.options.stop_timeout_seconds if timeout is None else timeout
 
     async def _act(self, container_id: str, action: Action) -> None:
-        if isinstance(action, Create | Start) and not self._still_desired(container_id):
-            raise _NoLongerDesired(container_id)
+        # Creates and starts go to the engine only if the newest desired state still wants
+        # the container at that moment; one left created is removed by the next pass.
+        still_wanted = functools.partial(self._still_desired, container_id)
         if isinstance(action, Create):
             timeout = self._stop_timeout(action.container.stop_timeout_seconds)
-            await self.engine.create_and_start(
-                action.container, action.settings, stop_timeout=timeout
+            docker_id = await self.engine.create(
+                action.container, action.settings, stop_timeout=timeout, gate=still_wanted
             )
+            await self.engine.start(docker_id, gate=still_wanted)
             if action.recreated:
                 described = _describe(action.settings)
                 log.warning(
@@ -542,7 +550,7 @@ class Runtime:
             else:
                 log.info("container started", id=container_id, **_describe(action.settings))
         elif isinstance(action, Start):
-            await self.engine.start(action.docker_id)
+            await self.engine.start(action.docker_id, gate=still_wanted)
             if action.restart:
                 log.warning("container started again", id=container_id, reason=action.reason)
             else:

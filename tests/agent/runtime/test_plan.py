@@ -133,6 +133,20 @@ def test_a_container_no_longer_desired_is_removed() -> None:
     assert plan({}, [gone], {}, HOST) == [Work("old", (Remove("d9", "no longer desired"),))]
 
 
+def test_a_removal_takes_the_stop_timeout_the_container_was_made_with() -> None:
+    """Its desired record is gone; Docker kept the timeout (StopTimeout) at creation."""
+    gone = replace(observed(desired("old"), docker_id="d9"), stop_timeout=3)
+    assert plan({}, [gone], {}, HOST) == [Work("old", (Remove("d9", "no longer desired", 3),))]
+
+
+def test_a_desired_records_stop_timeout_wins_over_the_one_it_was_made_with() -> None:
+    before = desired("c1", stop_timeout_seconds=2)
+    changed = desired("c1", image="busybox:2", stop_timeout_seconds=2)
+    kept = replace(observed(before), stop_timeout=30)
+    (work,) = plan(by_id(changed), [kept], {}, HOST)
+    assert work.actions[0] == Remove("d1", "spec changed", 2)
+
+
 def test_every_copy_of_an_undesired_id_is_removed() -> None:
     gone = desired("old")
     copies = [
