@@ -16,8 +16,9 @@ then waits ``--interval`` seconds. ``--stop-timeout`` sets the deployments'
 - the agent's longest pass (its state file's ``last_reconcile``, polled every 50 ms) and
   the largest gap between its desired and applied revisions seen while polling;
 - late starts: Docker ``start`` events (the engine's own stream, read afterwards with
-  since/until) of a container whose deployment had been deleted, by the time its delete
-  was answered; the first few with how late they came.
+  since/until) of a container whose deployment's delete had been answered, how many of
+  those containers were even created after the answer (the rest were starts the engine
+  had under way), the latest, and the first few.
 
 Not part of ``make test``; every container it made is removed at the end.
 """
@@ -102,19 +103,23 @@ def holds_only(client: docker.DockerClient, node: str, deployment: str, count: i
 
 def late_starts(
     client: docker.DockerClient, node: str, deleted: dict[str, float], since: float, until: float
-) -> list[tuple[str, float]]:
-    """Each start of a container whose deployment's delete was answered before it, with
-    how many seconds after the answer it came."""
-    filters = {"type": ["container"], "event": ["start"], **node_filter(node)}
+) -> list[tuple[str, float, float]]:
+    """Each start of a container whose deployment's delete was answered before it: its id,
+    how many seconds after the answer it started, and was created (negative: before)."""
+    filters = {"type": ["container"], "event": ["create", "start"], **node_filter(node)}
+    created: dict[str, float] = {}
     late = []
-    for event in client.api.events(
-        since=int(since), until=int(until) + 1, filters=filters, decode=True
-    ):
+    stream = client.api.events(since=int(since), until=int(until) + 1, filters=filters, decode=True)
+    for event in stream:
         attributes = event["Actor"]["Attributes"]
+        container_id, at = attributes.get("allot.id", "?"), event["timeNano"] / 1e9
+        if event["Action"] == "create":
+            created[container_id] = at
+            continue
         answered = deleted.get(attributes.get(DEPLOYMENT, ""))
-        at = event["timeNano"] / 1e9
         if answered is not None and at > answered:
-            late.append((attributes.get("allot.id", "?"), at - answered))
+            made = created.get(container_id, at) - answered
+            late.append((container_id, at - answered, made))
     return late
 
 
@@ -172,9 +177,12 @@ def run(arguments: argparse.Namespace) -> None:
     print(f"catch_up_s={catch_up:.1f} (from the last deploy answered)")
     print(f"longest_pass_s={watch.longest_pass_ms / 1000:.1f} passes_seen={len(watch.passes)}")
     print(f"largest_desired_minus_applied={watch.largest_gap}")
-    print(f"late_starts={len(late)}")
-    for container_id, after in late[:5]:
-        print(f"  {container_id} started {after:.1f}s after its deployment's delete was answered")
+    after = [one for one in late if one[2] > 0]
+    print(f"late_starts={len(late)} of which created after the delete={len(after)}")
+    if late:
+        print(f"latest_start_after_delete_s={max(one[1] for one in late):.1f}")
+    for container_id, started, made in late[:5]:
+        print(f"  {container_id} started {started:.1f}s after its delete, created {made:+.1f}s")
 
 
 def main() -> None:

@@ -41,10 +41,11 @@ API_VERSION = "1.41"
 GPU_CAPABILITIES = [["gpu"]]  # what `docker run --gpus device=...` asks for
 NO_RESERVATION = -1  # what an update takes to remove a memory reservation (Docker 20.10)
 
-# Threads for the SDK's blocking calls. A stop holds one for up to its stop timeout, so
-# there are room for the runtime's concurrent removals (reconciler.REMOVALS_AT_ONCE)
-# and still threads for creates, starts and inspects beside them.
-WORKERS = 16
+# Threads for the SDK's blocking calls, and as many connections to the engine. A stop
+# holds one for up to its stop timeout, so there is room for the runtime's concurrent
+# removals (reconciler.REMOVALS_AT_ONCE) and still threads for creates, starts and
+# inspects beside them.
+WORKERS = 24
 
 T = TypeVar("T")
 
@@ -92,9 +93,11 @@ class DockerEngine:
     def connect(cls, *, node: str, base_url: str, timeout: int) -> DockerEngine:
         """A client for ``base_url`` (or DOCKER_HOST, or the local socket); makes no call."""
         if base_url:
-            client = docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=timeout)
+            client = docker.DockerClient(
+                base_url=base_url, version=API_VERSION, timeout=timeout, max_pool_size=WORKERS
+            )
         else:
-            client = docker.from_env(version=API_VERSION, timeout=timeout)
+            client = docker.from_env(version=API_VERSION, timeout=timeout, max_pool_size=WORKERS)
         return cls(client, node)
 
     def close(self) -> None:

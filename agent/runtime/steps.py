@@ -30,6 +30,7 @@ from agent.runtime.plan import Create, Remove, Start, Work
 from shared.cpuset import CpuSet
 
 STEP_ACTIONS = 8  # actions carried out between two reads of the desired state
+WAITING = "waiting for "  # how the reason of a held work begins
 
 
 @dataclass(frozen=True)
@@ -80,5 +81,5 @@ def _blocker(work: Work, leaving: Mapping[str, CpuSet], cores: CpuSet | None) ->
     for container_id, cpus in sorted(leaving.items()):
         shared = cores & cpus
         if shared and container_id != work.id:
-            return f"waiting for {container_id} to stop: it still runs on CPUs {shared}"
+            return f"{WAITING}{container_id} to stop: it still runs on CPUs {shared}"
     return ""
