@@ -10,6 +10,7 @@ containers of ``sh -c 'trap "" TERM; sleep 3600'`` (0.1 core, 16 MiB, on the sha
 then waits ``--interval`` seconds. ``--stop-timeout`` sets the deployments'
 ``stop_timeout_seconds`` (left out: the agent's own, ``--agent-stop-timeout``). Prints:
 
+- how many of the containers were ever started (an agent that lags skips some);
 - newest running: from the last API answer until the last deployment's containers run;
 - catch-up: from the last API answer until Docker holds exactly the last deployment's
   containers, all running, and the agent's state file shows its desired revision applied;
@@ -103,11 +104,13 @@ def holds_only(client: docker.DockerClient, node: str, deployment: str, count: i
 
 def late_starts(
     client: docker.DockerClient, node: str, deleted: dict[str, float], since: float, until: float
-) -> list[tuple[str, float, float]]:
+) -> tuple[list[tuple[str, float, float]], int]:
     """Each start of a container whose deployment's delete was answered before it: its id,
-    how many seconds after the answer it started, and was created (negative: before)."""
+    how many seconds after the answer it started, and was created (negative: before);
+    and how many containers were started at all."""
     filters = {"type": ["container"], "event": ["create", "start"], **node_filter(node)}
     created: dict[str, float] = {}
+    started: set[str] = set()
     late = []
     stream = client.api.events(since=int(since), until=int(until) + 1, filters=filters, decode=True)
     for event in stream:
@@ -116,11 +119,12 @@ def late_starts(
         if event["Action"] == "create":
             created[container_id] = at
             continue
+        started.add(container_id)
         answered = deleted.get(attributes.get(DEPLOYMENT, ""))
         if answered is not None and at > answered:
             made = created.get(container_id, at) - answered
             late.append((container_id, at - answered, made))
-    return late
+    return late, len(started)
 
 
 def run(arguments: argparse.Namespace) -> None:
@@ -168,10 +172,11 @@ def run(arguments: argparse.Namespace) -> None:
                     sys.exit(f"not caught up within {arguments.timeout:g}s")
                 time.sleep(POLL_SECONDS)
             catch_up = time.monotonic() - answered
-            late = late_starts(client, node, deleted, began, time.time())
+            late, started = late_starts(client, node, deleted, began, time.time())
     made = arguments.rounds * arguments.count
     timeout = arguments.stop_timeout if arguments.stop_timeout is not None else "agent's"
     print(f"rounds={arguments.rounds} count={arguments.count} containers={made}")
+    print(f"containers_ever_started={started}")
     print(f"stop_timeout={timeout} agent_stop_timeout={arguments.agent_stop_timeout}")
     print(f"newest_running_s={newest:.1f} (from the last deploy answered)")
     print(f"catch_up_s={catch_up:.1f} (from the last deploy answered)")
@@ -181,8 +186,8 @@ def run(arguments: argparse.Namespace) -> None:
     print(f"late_starts={len(late)} of which created after the delete={len(after)}")
     if late:
         print(f"latest_start_after_delete_s={max(one[1] for one in late):.1f}")
-    for container_id, started, made in late[:5]:
-        print(f"  {container_id} started {started:.1f}s after its delete, created {made:+.1f}s")
+    for container_id, start, made in late[:5]:
+        print(f"  {container_id} started {start:.1f}s after its delete, created {made:+.1f}s")
 
 
 def main() -> None:

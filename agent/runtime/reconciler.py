@@ -7,8 +7,8 @@
 
 A pass works in bounded steps (``steps``): it observes this node's containers, plans
 (``plan.plan``) from the newest desired state it holds, carries one step out, containers
-in parallel and each container's actions in order, and plans again, until nothing is left
-to do; then it reports what Docker actually holds. Right before each create or start the
+in parallel and each container's actions in order, reports what Docker then holds, and
+plans again, until nothing is left to do. Right before each create or start the
 container is checked against the newest desired state, so a container whose record is
 gone is never started. Containers no longer desired are removed in the background,
 ``REMOVALS_AT_ONCE`` at a time, each with its own stop timeout (its deployment's, else the
@@ -290,6 +290,7 @@ class Runtime:
                 self._note_failed_swaps(desired, acted, outcome)
                 self._note_tries(desired, acted, outcome)
                 observed = await self.engine.observe()
+                await self._report_step(observed)
                 desired, revision = self._desired, self._revision
             waits = [one.retry_at for one in work if one.retry_at is not None]
             self._next_try = min(waits, default=None)
@@ -316,6 +317,13 @@ class Runtime:
                 notify("READY=1", f"STATUS=reconciled revision {revision}")
         await self._publish()
         return True
+
+    async def _report_step(self, observed: list[Inspected]) -> None:
+        """What a step changed, reported at once rather than at the end of the pass: a
+        container gone early frees its resources in the coordinator's books early."""
+        self._note_exits(observed)
+        self._observed = observed
+        await self._publish()
 
     def _plan(self, desired: dict[str, DesiredContainer], observed: list[Inspected]) -> list[Work]:
         swaps = self._swaps(desired)
@@ -481,8 +489,12 @@ class Runtime:
         log.info(f"adopted {len(ids)} containers", ids=",".join(ids) or "-")
 
     def _note_exits(self, observed: list[Inspected]) -> None:
+        """Log each container that exited since the last look, but one being removed
+        (its removal says so)."""
         before = {one.observed.docker_id: one.observed.state for one in self._observed}
         for one in observed:
+            if one.observed.docker_id in self._removing:
+                continue
             was = before.get(one.observed.docker_id)
             exit_code = one.observed.exit_code
             if was in ("running", "restarting") and exit_code is not None:
