@@ -16,10 +16,10 @@ then waits ``--interval`` seconds. ``--stop-timeout`` sets the deployments'
   containers, all running, and the agent's state file shows its desired revision applied;
 - the agent's longest pass (its state file's ``last_reconcile``, polled every 50 ms) and
   the largest gap between its desired and applied revisions seen while polling;
-- late starts: Docker ``start`` events (the engine's own stream, read afterwards with
-  since/until) of a container whose deployment's delete had been answered, how many of
-  those containers were even created after the answer (the rest were starts the engine
-  had under way), the latest, and the first few.
+- late starts: Docker ``start`` events (the engine's own stream, read live:
+  ``tests/docker/engine_events.py``) of a container whose deployment's delete had been
+  answered, how many of those containers were even created after the answer (the rest
+  were starts the engine had under way), the latest, and the first few.
 
 Not part of ``make test``; every container it made is removed at the end.
 """
@@ -44,6 +44,7 @@ sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").reso
 from agent.runtime.labels import DEPLOYMENT, node_filter  # noqa: E402
 from agent.runtime.state_file import read_state  # noqa: E402
 from tests.docker.clusters import running_cluster  # noqa: E402
+from tests.docker.engine_events import engine_events  # noqa: E402
 from tests.docker.runtimes import cpus  # noqa: E402
 from tests.e2e.processes import api  # noqa: E402
 
@@ -103,17 +104,15 @@ def holds_only(client: docker.DockerClient, node: str, deployment: str, count: i
 
 
 def late_starts(
-    client: docker.DockerClient, node: str, deleted: dict[str, float], since: float, until: float
+    seen: list[dict[str, Any]], deleted: dict[str, float]
 ) -> tuple[list[tuple[str, float, float]], int]:
     """Each start of a container whose deployment's delete was answered before it: its id,
     how many seconds after the answer it started, and was created (negative: before);
     and how many containers were started at all."""
-    filters = {"type": ["container"], "event": ["create", "start"], **node_filter(node)}
     created: dict[str, float] = {}
     started: set[str] = set()
     late = []
-    stream = client.api.events(since=int(since), until=int(until) + 1, filters=filters, decode=True)
-    for event in stream:
+    for event in seen:
         attributes = event["Actor"]["Attributes"]
         container_id, at = attributes.get("allot.id", "?"), event["timeNano"] / 1e9
         if event["Action"] == "create":
@@ -129,7 +128,6 @@ def late_starts(
 
 def run(arguments: argparse.Namespace) -> None:
     client = docker.from_env(timeout=120)
-    began = time.time()
     deleted: dict[str, float] = {}  # deployment -> when its delete was answered
     watch = Watch()
     with tempfile.TemporaryDirectory() as scratch:
@@ -140,39 +138,41 @@ def run(arguments: argparse.Namespace) -> None:
         ) as cluster:
             node = cluster.nodes[0]
             state = tmp / f"agent-{node}.json"
-            answered = 0.0
-            for round_ in range(arguments.rounds):
-                if round_:
-                    api(
-                        cluster.url,
-                        f"/v1/namespaces/{NAMESPACE}/deployments/c{round_ - 1}",
-                        method="DELETE",
-                    )
-                    deleted[f"c{round_ - 1}"] = time.time()
-                spec = body(f"c{round_}", arguments.count, arguments.stop_timeout)
-                api(cluster.url, f"/v1/namespaces/{NAMESPACE}/deployments", spec)
-                answered = time.monotonic()
-                pause_until = answered + arguments.interval
-                while time.monotonic() < pause_until:
+            with engine_events(node) as seen:
+                answered = 0.0
+                for round_ in range(arguments.rounds):
+                    if round_:
+                        api(
+                            cluster.url,
+                            f"/v1/namespaces/{NAMESPACE}/deployments/c{round_ - 1}",
+                            method="DELETE",
+                        )
+                        deleted[f"c{round_ - 1}"] = time.time()
+                    spec = body(f"c{round_}", arguments.count, arguments.stop_timeout)
+                    api(cluster.url, f"/v1/namespaces/{NAMESPACE}/deployments", spec)
+                    answered = time.monotonic()
+                    pause_until = answered + arguments.interval
+                    while time.monotonic() < pause_until:
+                        poll_state(state, watch)
+                        time.sleep(POLL_SECONDS)
+                last = f"c{arguments.rounds - 1}"
+                deadline = time.monotonic() + arguments.timeout
+                while not runs(client, node, last, arguments.count):
+                    if time.monotonic() > deadline:
+                        sys.exit(f"the last deployment not running within {arguments.timeout:g}s")
                     poll_state(state, watch)
                     time.sleep(POLL_SECONDS)
-            last = f"c{arguments.rounds - 1}"
-            deadline = time.monotonic() + arguments.timeout
-            while not runs(client, node, last, arguments.count):
-                if time.monotonic() > deadline:
-                    sys.exit(f"the last deployment not running within {arguments.timeout:g}s")
-                poll_state(state, watch)
-                time.sleep(POLL_SECONDS)
-            newest = time.monotonic() - answered
-            while True:
-                desired, applied = poll_state(state, watch)
-                if desired == applied and holds_only(client, node, last, arguments.count):
-                    break
-                if time.monotonic() > deadline:
-                    sys.exit(f"not caught up within {arguments.timeout:g}s")
-                time.sleep(POLL_SECONDS)
-            catch_up = time.monotonic() - answered
-            late, started = late_starts(client, node, deleted, began, time.time())
+                newest = time.monotonic() - answered
+                while True:
+                    desired, applied = poll_state(state, watch)
+                    if desired == applied and holds_only(client, node, last, arguments.count):
+                        break
+                    if time.monotonic() > deadline:
+                        sys.exit(f"not caught up within {arguments.timeout:g}s")
+                    time.sleep(POLL_SECONDS)
+                catch_up = time.monotonic() - answered
+
+    late, started = late_starts(seen, deleted)
     made = arguments.rounds * arguments.count
     timeout = arguments.stop_timeout if arguments.stop_timeout is not None else "agent's"
     print(f"rounds={arguments.rounds} count={arguments.count} containers={made}")

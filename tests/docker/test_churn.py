@@ -25,6 +25,7 @@ from agent.runtime.labels import DEPLOYMENT, ID, node_filter
 from shared.cpuset import CpuSet
 from tests.docker.clusters import running_cluster
 from tests.docker.conftest import IMAGE
+from tests.docker.engine_events import engine_events
 from tests.docker.runtimes import cpus
 from tests.e2e.processes import api
 
@@ -101,12 +102,27 @@ def holds_only(client: docker.DockerClient, node: str, deployments: set[str]) ->
     )
 
 
-def events(
-    client: docker.DockerClient, node: str, since: float, until: float
-) -> list[dict[str, Any]]:
-    filters = {"type": ["container"], "event": ["create", "start"], **node_filter(node)}
-    stream = client.api.events(since=int(since), until=int(until) + 1, filters=filters, decode=True)
-    return list(stream)
+def churn(url: str, deleted: dict[str, float], client: docker.DockerClient, node: str) -> float:
+    """The rounds, each deleting the last round's deployments and making new ones (their
+    deletes' answer times go to ``deleted``); how long the node took to catch up after the
+    last answer."""
+    path = f"/v1/namespaces/{NAMESPACE}/deployments"
+    for round_ in range(ROUNDS):
+        if round_:
+            for kind in ("bound", "spread"):
+                name = f"{kind}{round_ - 1}"
+                api(url, f"{path}/{name}", method="DELETE")
+                deleted[name] = time.time()
+        api(url, path, deployment(f"bound{round_}", count=1, bound=True))
+        api(url, path, deployment(f"spread{round_}", count=SPREAD, bound=False))
+        answered = time.monotonic()
+        time.sleep(ROUND_SECONDS)
+    last = {f"bound{ROUNDS - 1}", f"spread{ROUNDS - 1}"}
+    deadline = answered + CATCH_UP_SECONDS
+    while not holds_only(client, node, last):
+        assert time.monotonic() < deadline, "the node did not catch up in time"
+        time.sleep(0.1)
+    return time.monotonic() - answered
 
 
 def test_deleted_deployments_never_start_late_and_bound_cores_are_never_shared(
@@ -114,7 +130,6 @@ def test_deleted_deployments_never_start_late_and_bound_cores_are_never_shared(
 ) -> None:
     if len(cpus()) < 2:
         pytest.fail("this test needs 2 CPUs: one bound, one for the shared pool", pytrace=False)
-    began = time.time()
     deleted: dict[str, float] = {}  # deployment -> when its delete was answered
     with running_cluster(tmp_path, docker_client, nodes=1, cpus_each=len(cpus())) as cluster:
         url, node = cluster.url, cluster.nodes[0]
@@ -122,30 +137,15 @@ def test_deleted_deployments_never_start_late_and_bound_cores_are_never_shared(
         thread = threading.Thread(target=sampler.run, daemon=True)
         thread.start()
         try:
-            for round_ in range(ROUNDS):
-                if round_:
-                    for kind in ("bound", "spread"):
-                        name = f"{kind}{round_ - 1}"
-                        api(url, f"/v1/namespaces/{NAMESPACE}/deployments/{name}", method="DELETE")
-                        deleted[name] = time.time()
-                path = f"/v1/namespaces/{NAMESPACE}/deployments"
-                api(url, path, deployment(f"bound{round_}", count=1, bound=True))
-                api(url, path, deployment(f"spread{round_}", count=SPREAD, bound=False))
-                answered = time.monotonic()
-                time.sleep(ROUND_SECONDS)
-            last = {f"bound{ROUNDS - 1}", f"spread{ROUNDS - 1}"}
-            deadline = answered + CATCH_UP_SECONDS
-            while not holds_only(docker_client, node, last):
-                assert time.monotonic() < deadline, "the node did not catch up in time"
-                time.sleep(0.1)
-            caught_up = time.monotonic() - answered
+            with engine_events(node) as seen:
+                caught_up = churn(url, deleted, docker_client, node)
         finally:
             sampler.stop()
             thread.join(timeout=10)
-        seen = events(docker_client, node, began, time.time())
 
     assert sampler.samples > 10
     assert not sampler.shared, sampler.shared
+    assert sum(event["Action"] == "start" for event in seen) >= 1 + SPREAD  # the last round
     created: dict[str, float] = {}
     late: list[str] = []
     for event in seen:
