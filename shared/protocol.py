@@ -126,8 +126,8 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     id: Name
     # As Docker reports it (created, running, exited, ...), or, for a desired container
     # Docker does not hold: missing (not made yet), refused (the agent will not make it),
-    # failed (the engine refused to make it; ``error`` says why), waiting (bound to cores
-    # a container that is no longer desired still runs on; ``error`` names it).
+    # failed (the engine refused to make it; ``error`` says why), waiting (bound to CPUs
+    # another container is still leaving; ``error`` names it).
     state: Name
     namespace: Name = ""
     deployment: Name = ""

@@ -13,10 +13,12 @@ acts on a desired state older than the one the agent held when the step began. A
 - ``works``: the other works in plan order (by id), skipping the containers this pass
   already acted on (``done``: a failure is tried again in the next pass, not in a loop),
   up to ``budget`` actions (always at least one work, however many actions it has);
-- ``held``: works left out because they would start a bound container on cores a
-  container that is leaving still runs on (``leaving``: its CPUs; ``bound``: the CPUs of
-  each desired bound container), each with why. They are planned again once the leaving
-  container is gone, so no two running containers ever share a bound core.
+- ``held``: works left out because they would start a bound container on CPUs another
+  container still runs on that is to leave them (``leaving``: each such container's
+  CPUs, e.g. one no longer desired, or a shared-pool one about to be updated; ``bound``:
+  the CPUs of each desired bound container), each with why. They are planned again once
+  that container is gone or updated, so no two running containers ever share a bound
+  core.
 
 A step without works ends the pass (its removals go on in the background).
 """
@@ -81,5 +83,5 @@ def _blocker(work: Work, leaving: Mapping[str, CpuSet], cores: CpuSet | None) ->
     for container_id, cpus in sorted(leaving.items()):
         shared = cores & cpus
         if shared and container_id != work.id:
-            return f"{WAITING}{container_id} to stop: it still runs on CPUs {shared}"
+            return f"{WAITING}{container_id} to leave CPUs {shared}"
     return ""

@@ -1,4 +1,4 @@
-"""Docker's own record of one node's container creates and starts, read live.
+"""Docker's own record of what it did to one node's containers, read live.
 
     with engine_events(node) as events:
         ...                              # the run
@@ -22,11 +22,13 @@ from agent.runtime.labels import node_filter
 
 
 @contextlib.contextmanager
-def engine_events(node: str) -> Iterator[list[dict[str, Any]]]:
-    """The list fills as the engine creates and starts ``node``'s containers; complete
+def engine_events(
+    node: str, actions: tuple[str, ...] = ("create", "start")
+) -> Iterator[list[dict[str, Any]]]:
+    """The list fills as the engine does ``actions`` to ``node``'s containers; complete
     once the block is left."""
     client = docker.from_env()
-    filters = {"type": ["container"], "event": ["create", "start"], **node_filter(node)}
+    filters = {"type": ["container"], "event": list(actions), **node_filter(node)}
     stream = client.api.events(filters=filters, decode=True)
     seen: list[dict[str, Any]] = []
 

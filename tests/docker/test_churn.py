@@ -5,9 +5,10 @@ coordinator and agent (one node offering every CPU of this host).
 Docker's own event stream is the witness that no container of a deleted deployment is
 created once its delete was answered, and that one started after the answer was already
 made before it (a start the engine had under way, which the agent cannot call back; the
-agent sends none once it knows). A sampler reads the cpusets of the running bound
-containers all along: no two ever share a CPU, though each new bound container is given
-the cores of the one just deleted. The node catches up within a few stop timeouts.
+agent sends none once it knows). A sampler reads the cpusets of the running containers
+all along: no other container ever runs on a bound container's CPUs, though each new
+bound container is given CPUs that a container just deleted still runs on. The node
+catches up within a few stop timeouts.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ NAMESPACE = "churn"
 
 @dataclass
 class CoreSampler:
-    """Samples, until stopped, the CPUs of every running bound container of ``node``."""
+    """Samples, until stopped, the CPUs of ``node``'s running containers: those of a
+    bound one must be its own."""
 
     node: str
     shared: list[str] = field(default_factory=list)  # each time two shared a CPU
@@ -65,21 +67,20 @@ class CoreSampler:
         self._stop.set()
 
     def _sample(self, client: docker.DockerClient) -> None:
-        held: dict[int, str] = {}
+        running: dict[str, CpuSet] = {}
         for found in client.api.containers(filters=node_filter(self.node)):
-            if not found["Labels"].get(DEPLOYMENT, "").startswith("bound"):
-                continue
             try:
                 attrs = client.api.inspect_container(found["Id"])
             except docker.errors.NotFound:
                 continue
-            if not attrs["State"]["Running"]:
+            if attrs["State"]["Running"]:
+                running[found["Labels"][ID]] = CpuSet.parse(attrs["HostConfig"]["CpusetCpus"])
+        for name, held in running.items():
+            if "-bound" not in name:
                 continue
-            name = found["Labels"][ID]
-            for cpu in CpuSet.parse(attrs["HostConfig"]["CpusetCpus"]):
-                if cpu in held:
-                    self.shared.append(f"CPU {cpu}: {held[cpu]} and {name}")
-                held[cpu] = name
+            for other, theirs in running.items():
+                if other != name and held & theirs:
+                    self.shared.append(f"CPUs {held & theirs}: {name} and {other}")
         self.samples += 1
 
 

@@ -80,7 +80,7 @@ def test_a_bound_container_waits_while_a_leaving_one_runs_on_its_cpus() -> None:
     bound = {"new": CpuSet.parse("3"), "free": CpuSet.parse("1")}
     step = next_step(work, {"new", "free"}, leaving, bound)
     assert step.works == (work[1],)
-    assert step.held == {"new": "waiting for old to stop: it still runs on CPUs 3"}
+    assert step.held == {"new": "waiting for old to leave CPUs 3"}
 
 
 def test_only_a_create_or_start_waits_for_the_cpus() -> None:

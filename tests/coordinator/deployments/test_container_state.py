@@ -91,8 +91,8 @@ CASES = [
     (
         "waiting-for-cores",
         RECORD,
-        seen("waiting", error="waiting for c0 to stop: it still runs on CPUs 3"),
-        ("starting", "waiting for its cores: a container no longer desired still stops on them"),
+        seen("waiting", error="waiting for c0 to leave CPUs 3"),
+        ("starting", "waiting for its CPUs: another container is still leaving them"),
     ),
     (
         "replaced",
