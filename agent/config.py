@@ -51,7 +51,14 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     backoff_initial_seconds: Annotated[
         float, Meta(gt=0, description="first reconnect delay bound")
     ] = 0.5
-    backoff_max_seconds: Annotated[float, Meta(gt=0, description="largest reconnect delay")] = 30.0
+    backoff_max_seconds: Annotated[
+        float,
+        Meta(
+            gt=0,
+            description="largest reconnect delay; once registered, also at most a quarter"
+            " of the node's lease",
+        ),
+    ] = 30.0
     docker_host: Annotated[
         str,
         Meta(description="the Docker engine's address (default: DOCKER_HOST or the local socket)"),

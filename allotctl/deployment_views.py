@@ -97,7 +97,8 @@ def deployments_table(body: bytes, namespace: str) -> str:
             _quantity(view.deployment.spec.resources.memory),
             _yes(view.deployment.spec.cpu_bind),
             view.deployment.spec.strategy,
-            f"{sum(v.state == 'running' for v in view.containers)}/{len(view.containers)}",
+            f"{sum(v.state == 'running' for v in view.containers)}"
+            f"/{sum(v.state != 'stopping' for v in view.containers)}",
         )
         for view in views
     ]
@@ -153,6 +154,7 @@ def container_details(body: bytes) -> str:
             *limits_rows(record),
             ("holds", _holds(record)),
             *_swap(record),
+            *_stopping(record),
             *_observed(view),
             ("restart policy", record.restart_policy),
             ("pool", record.pool),
@@ -244,9 +246,12 @@ def containers_of(view: DeploymentView, headers: list[str]) -> str:
 
 
 def states(views: Sequence[ContainerView]) -> str:
-    """``2 running, 1 pending``: how many containers are in each state."""
-    counted = Counter(view.state for view in views)
-    return ", ".join(f"{n} {state}" for state, n in sorted(counted.items())) or "none placed"
+    """``2 running, 1 pending``: how many containers are in each state; those stopping,
+    which their deployment no longer counts, after a semicolon (``...; 2 stopping``)."""
+    counted = Counter(view.state for view in views if view.state != "stopping")
+    text = ", ".join(f"{n} {state}" for state, n in sorted(counted.items())) or "none placed"
+    stopping = sum(view.state == "stopping" for view in views)
+    return f"{text}; {stopping} stopping" if stopping else text
 
 
 def why_view(body: bytes, target: str) -> str:
@@ -324,6 +329,14 @@ def _swap(record: ContainerRecord) -> list[tuple[str, object]]:
     if record.replaced_by:
         return [("replaced by", f"{record.replaced_by} (stopped, kept until the swap ends)")]
     return []
+
+
+def _stopping(record: ContainerRecord) -> list[tuple[str, object]]:
+    """Why a container no longer desired is stopping, and what it still holds."""
+    if not record.stopping:
+        return []
+    held = f"its allocation stays on {record.node} until its agent reports it removed"
+    return [("stopping", f"{record.stopping}; {held}")]
 
 
 def _observed(view: ContainerView) -> list[tuple[str, object]]:

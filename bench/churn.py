@@ -7,8 +7,10 @@ agent (both processes of this host, the agent offering every CPU this process ma
 
 Each round deletes the previous round's deployment and creates the next one, ``--count``
 containers of ``sh -c 'trap "" TERM; sleep 3600'`` (0.1 core, 16 MiB, on the shared pool),
-then waits ``--interval`` seconds. ``--stop-timeout`` sets the deployments'
-``stop_timeout_seconds`` (left out: the agent's own, ``--agent-stop-timeout``). Prints:
+then waits ``--interval`` seconds; a deploy the coordinator refuses (409) because the
+deleted containers still hold the room is tried again every 50 ms, and counted.
+``--stop-timeout`` sets the deployments' ``stop_timeout_seconds`` (left out: the agent's
+own, ``--agent-stop-timeout``). Prints:
 
 - how many of the containers were ever started (an agent that lags skips some);
 - newest running: from the last API answer until the last deployment's containers run;
@@ -30,6 +32,7 @@ import argparse
 import sys
 import tempfile
 import time
+import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +64,7 @@ class Watch:
     longest_pass_ms: float = 0.0
     largest_gap: int = 0
     passes: set[float] = field(default_factory=set)
+    refusals: int = 0  # deploys answered 409 (room still held by stopping containers)
 
 
 def body(name: str, count: int, stop_timeout: int | None) -> dict[str, Any]:
@@ -74,6 +78,21 @@ def body(name: str, count: int, stop_timeout: int | None) -> dict[str, Any]:
     if stop_timeout is not None:
         spec["stop_timeout_seconds"] = stop_timeout
     return spec
+
+
+def deploy_when_room(url: str, spec: dict[str, Any]) -> int:
+    """Deploy, again while the coordinator answers 409 (the deleted containers' room is
+    held until their agent reports them gone); how many times it was refused."""
+    refused = 0
+    while True:
+        try:
+            api(url, f"/v1/namespaces/{NAMESPACE}/deployments", spec)
+            return refused
+        except urllib.error.HTTPError as error:
+            if error.code != 409:
+                raise
+        refused += 1
+        time.sleep(POLL_SECONDS)
 
 
 def poll_state(path: Path, watch: Watch) -> tuple[int | None, int]:
@@ -149,7 +168,7 @@ def run(arguments: argparse.Namespace) -> None:
                         )
                         deleted[f"c{round_ - 1}"] = time.time()
                     spec = body(f"c{round_}", arguments.count, arguments.stop_timeout)
-                    api(cluster.url, f"/v1/namespaces/{NAMESPACE}/deployments", spec)
+                    watch.refusals += deploy_when_room(cluster.url, spec)
                     answered = time.monotonic()
                     pause_until = answered + arguments.interval
                     while time.monotonic() < pause_until:
@@ -182,6 +201,7 @@ def run(arguments: argparse.Namespace) -> None:
     print(f"catch_up_s={catch_up:.1f} (from the last deploy answered)")
     print(f"longest_pass_s={watch.longest_pass_ms / 1000:.1f} passes_seen={len(watch.passes)}")
     print(f"largest_desired_minus_applied={watch.largest_gap}")
+    print(f"deploys_refused_for_held_room={watch.refusals}")
     after = [one for one in late if one[2] > 0]
     print(f"late_starts={len(late)} of which created after the delete={len(after)}")
     if late:

@@ -1,7 +1,8 @@
 """The agent websocket ``/v1/agent``: one session per connected agent.
 
 A session: the agent's credential (the join token, or with a client CA its client
-certificate: ``agent_identity``) is checked before the upgrade (401 otherwise); the first
+certificate: ``agent_identity``) is checked before the upgrade (401 otherwise, which
+closes the connection, held back for a source that keeps failing: ``AuthRefusals``); the first
 frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may be the
 node it names; the node is registered and persisted, then answered with ``welcome``
 carrying the node's whole desired state; afterwards ``heartbeat`` renews the node's lease
@@ -39,7 +40,7 @@ from coordinator.agent_reports import ATTEMPTS, DRIFT, ReportedOnce
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
-from coordinator.http.auth import BEARER_HINT
+from coordinator.http.auth import BEARER_HINT, AuthRefusals
 from coordinator.metrics import Metrics
 from coordinator.services.events import Note
 from coordinator.services.nodes import node_name_problem
@@ -76,8 +77,10 @@ class AgentHub:
         config: CoordinatorConfig,
         metrics: Metrics,
         deployments: DeploymentService,
+        refusals: AuthRefusals,
     ):
         self._registry = registry
+        self._refusals = refusals
         self._deployments = deployments
         deployments.subscribe(self.mark_desired)
         self._dirty: set[str] = set()
@@ -94,6 +97,8 @@ class AgentHub:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         problem = self._authorizer.admission_problem(request)
         if problem is not None:
+            kind = "client_certificate" if self._config.tls_client_ca_file else "join_token"
+            await self._refusals.refused(kind, request.remote or "")
             hint = None if self._config.tls_client_ca_file else BEARER_HINT
             raise Unauthorized(problem, details=hint)
         certified = self._authorizer.certified(request)
@@ -326,9 +331,14 @@ class AgentHub:
         close: int = WSCloseCode.POLICY_VIOLATION,
     ) -> None:
         """Count, log, and tell the agent why before closing its socket; a refusal that
-        names a node is an event of that node too."""
+        names a node is an event of that node too. A wrong join token is an
+        authentication failure: logged at most once a minute per address, and held back
+        for an address that keeps failing."""
         self._metrics.protocol_errors.labels(code=code).inc()
-        log.warning("agent refused", node=node, address=address, code=code, reason=message)
+        if code == Unauthorized.code:
+            await self._refusals.refused("join_token", address)
+        else:
+            log.warning("agent refused", node=node, address=address, code=code, reason=message)
         if node:
             note = Note("refused", f"{code}: {message}", node=node)
             await self._deployments.events.record([note])

@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator, Callable
 from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
+from coordinator.auth_failures import FailureBook
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
-from coordinator.http.auth import AGENT_PATH, api_tokens_middleware
+from coordinator.http.auth import AGENT_PATH, AuthRefusals, api_tokens_middleware
 from coordinator.http.cluster import add_routes
 from coordinator.http.deployments import add_deployment_routes
 from coordinator.http.errors import json_errors
@@ -33,6 +34,7 @@ from coordinator.keys import (
     METRICS,
     POOLS,
     QUOTAS,
+    REFUSALS,
     REGISTRY,
     STORE,
 )
@@ -43,7 +45,7 @@ from coordinator.services.pool_service import PoolService, cluster_total
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
 from coordinator.services.warm_nodes import Loaded
-from coordinator.store import Store
+from coordinator.store import Store, StoreError
 from coordinator.store.opening import open_store
 from coordinator.warm import WarmState
 from shared.logs import get_logger
@@ -54,17 +56,25 @@ MAX_REQUEST_BYTES = 1024 * 1024
 
 
 def make_app(
-    config: CoordinatorConfig, store: Store | None = None, warm: WarmState | None = None
+    config: CoordinatorConfig,
+    store: Store | None = None,
+    warm: WarmState | None = None,
+    failures: FailureBook | None = None,
 ) -> web.Application:
     """The application; on ``store`` if given (the elected leader's fenced store, which
     outlives the application), else on the store the settings choose; with the node
-    records and deployments a standby kept current (``warm``), else read from the store."""
+    records and deployments a standby kept current (``warm``), else read from the store;
+    keeping its account of failed authentications in ``failures`` (a fresh book by
+    default; a test that fails on purpose may give one that holds nothing back)."""
+    metrics = Metrics()
+    refusals = AuthRefusals(metrics.auth_failures, failures)
     app = web.Application(
-        middlewares=[json_errors, api_tokens_middleware(config)],
+        middlewares=[json_errors, api_tokens_middleware(config, refusals)],
         client_max_size=MAX_REQUEST_BYTES,
     )
     app[CONFIG] = config
-    app[METRICS] = Metrics()
+    app[METRICS] = metrics
+    app[REFUSALS] = refusals
     app.cleanup_ctx.append(_store if store is None else _given_store(store))
     app.cleanup_ctx.append(_registry(None if warm is None else warm.nodes))
     app.cleanup_ctx.append(_leases)
@@ -143,7 +153,10 @@ async def _pools(app: web.Application) -> AsyncIterator[None]:
     service = await PoolService.load(app[STORE], app[CONFIG].pools)
     app[POOLS] = service
     yield
-    await service.save_state()  # a restart then credits the time since this update
+    try:
+        await service.save_state()  # a restart then credits the time since this update
+    except StoreError as error:  # a full disk: the last state saved stands
+        log.warning("pool state not saved on stopping", reason=error)
 
 
 def _deployments(warm: WarmState | None) -> Callable[[web.Application], AsyncIterator[None]]:
@@ -237,7 +250,7 @@ async def _stop(task: asyncio.Task[None]) -> None:
 
 
 async def _agent_hub(app: web.Application) -> AsyncIterator[None]:
-    hub = AgentHub(app[REGISTRY], app[CONFIG], app[METRICS], app[DEPLOYMENTS])
+    hub = AgentHub(app[REGISTRY], app[CONFIG], app[METRICS], app[DEPLOYMENTS], app[REFUSALS])
     app[HUB] = hub
     watcher = asyncio.create_task(hub.watch_leases())
     publisher = asyncio.create_task(hub.publish_desired())

@@ -149,6 +149,23 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_frame_bytes: Annotated[
         int, Meta(ge=4096, description="largest websocket frame accepted from an agent")
     ] = DEFAULT_MAX_FRAME_BYTES
+    header_timeout_seconds: Annotated[
+        float,
+        Meta(
+            gt=0,
+            description="a connection that has not sent a request's headers this long after"
+            " it opened (or after the request's first byte, on a kept-alive connection) is"
+            " closed; also bounds the TLS handshake",
+        ),
+    ] = 10.0
+    max_connections: Annotated[
+        int,
+        Meta(
+            ge=1,
+            description="connections held at once; past this a new one is closed at once"
+            " (kept below the open-files limit)",
+        ),
+    ] = 10_000
     share_base: Annotated[
         int, Meta(ge=1, le=10_000, description="CPU pieces per core, cluster-wide")
     ] = 100

@@ -7,6 +7,7 @@ from aiohttp import web
 from coordinator.agent_hub import AgentHub
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
+from coordinator.http.auth import AuthRefusals
 from coordinator.metrics import Metrics
 from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService
@@ -23,3 +24,4 @@ LEASES = web.AppKey("leases", LeaseService)
 QUOTAS = web.AppKey("quotas", QuotaService)
 POOLS = web.AppKey("pools", PoolService)
 DEPLOYMENTS = web.AppKey("deployments", DeploymentService)
+REFUSALS = web.AppKey("refusals", AuthRefusals)

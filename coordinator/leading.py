@@ -38,7 +38,9 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig
+from coordinator.doors import Doors, DoorSite, open_doors
 from coordinator.election import LEADER_KEY, Election, Leadership
+from coordinator.keys import METRICS
 from coordinator.standby import make_standby_app
 from coordinator.store import ClusterStore, StoreError
 from coordinator.store.etcd import EtcdStore
@@ -62,6 +64,7 @@ async def serve_on_etcd(
     """Serve as standby or leader, in turn, until ``stopping`` is done; ``url`` is where
     the others send agents and clients while this coordinator leads. With ``tls`` both
     applications serve https and wss."""
+    doors = open_doors(config)  # one for the process: the cap counts every site's
     store = await EtcdStore.open(config.etcd)
     replica = await Replica.follow(store)
     election = Election(store, replica, url=url, ttl=config.leader_ttl_seconds)
@@ -79,13 +82,13 @@ async def serve_on_etcd(
                     election.leader_url,
                     client_ca=bool(config.tls_client_ca_file),
                 )
-                async with _serving(standby, listener, tls, shutdown_s=0.5):
+                async with _serving(standby, listener, tls, doors, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_url() or "none yet")
                     notify("READY=1", "STATUS=standby")
                     won = await _unless_stopping(election.campaign(), stopping)
                 if won is None:
                     return
-            await _lead(config, listener, tls, url, replica, election, won, warm, stopping)
+            await _lead(config, listener, tls, doors, url, replica, election, won, warm, stopping)
             won = warm = None
     finally:
         await replica.close()
@@ -95,6 +98,7 @@ async def _lead(
     config: CoordinatorConfig,
     listener: socket.socket,
     tls: ssl.SSLContext | None,
+    doors: Doors,
     url: str,
     replica: Replica,
     election: Election,
@@ -115,7 +119,8 @@ async def _lead(
         )
         kept = None if warm is None else warm.take()
         app = make_app(config, store=fenced, warm=kept)
-        async with _serving(app, listener, tls, shutdown_s=5.0):
+        app[METRICS].follow_connections(doors)
+        async with _serving(app, listener, tls, doors, shutdown_s=5.0):
             log.warning(
                 "leading",
                 url=url,
@@ -194,12 +199,19 @@ async def _unless_stopping(work: Awaitable[T], stopping: asyncio.Future[None]) -
 
 @contextlib.asynccontextmanager
 async def _serving(
-    app: web.Application, listener: socket.socket, tls: ssl.SSLContext | None, *, shutdown_s: float
+    app: web.Application,
+    listener: socket.socket,
+    tls: ssl.SSLContext | None,
+    doors: Doors,
+    *,
+    shutdown_s: float,
 ) -> AsyncIterator[None]:
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=shutdown_s)
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=shutdown_s, keepalive_timeout=doors.keepalive_s
+    )
     await runner.setup()
     try:
-        await web.SockSite(runner, listener.dup(), ssl_context=tls).start()
+        await DoorSite(runner, listener.dup(), doors, ssl_context=tls).start()
         yield
     finally:
         try:

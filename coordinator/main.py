@@ -18,6 +18,8 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import ENV_PREFIX, CoordinatorConfig
+from coordinator.doors import DoorSite, open_doors
+from coordinator.keys import METRICS
 from coordinator.leading import serve_on_etcd
 from coordinator.store import StoreError
 from coordinator.store.etcd import check_root
@@ -195,6 +197,11 @@ async def _serve_on_etcd(config: CoordinatorConfig, tls: ssl.SSLContext | None) 
         listener.close()
 
 
+def _family(config: CoordinatorConfig) -> socket.AddressFamily:
+    """IPv6 for an IPv6 address (``::``, ``::1``), else IPv4 (an address or a name)."""
+    return socket.AF_INET6 if ":" in config.host else socket.AF_INET
+
+
 def _say_listening(config: CoordinatorConfig, url: str, **more: object) -> None:
     log.info(
         "coordinator listening",
@@ -213,20 +220,25 @@ def _url(address: tuple[str, int], *, tls: bool) -> str:
 
 
 async def _serve_alone(config: CoordinatorConfig, tls: ssl.SSLContext | None) -> None:
-    runner = web.AppRunner(make_app(config), access_log=None, shutdown_timeout=5.0)
+    doors = open_doors(config)
+    app = make_app(config)
+    app[METRICS].follow_connections(doors)
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=5.0, keepalive_timeout=doors.keepalive_s
+    )
     gc.disable()  # until settle_heap: loading the store makes long-lived objects only
     try:
         await runner.setup()
     finally:
         settle_heap()
     try:
-        site = web.TCPSite(runner, config.host, config.port, ssl_context=tls)
         try:
-            await site.start()
+            listener = socket.create_server((config.host, config.port), family=_family(config))
         except OSError as error:
             raise ListenError(error.strerror or str(error)) from error
-        url = _url(runner.addresses[0][:2], tls=tls is not None)
-        _say_listening(config, url)
+        await DoorSite(runner, listener, doors, ssl_context=tls).start()
+        url = _url(listener.getsockname()[:2], tls=tls is not None)
+        _say_listening(config, url, max_connections=doors.max_connections)
         notify("READY=1", f"STATUS=serving on {url}")
         async with systemd_watchdog():
             await stop_signal()

@@ -4,12 +4,59 @@ so several apps in one process, as in the tests, never share counters."""
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from shared.api.leases import ResourceStatus
 from shared.api.nodes import NodeHealth, NodeRecord
+
+
+class ConnectionFigures(Protocol):
+    """What ``coordinator.doors.Doors`` counts, for the process as a whole."""
+
+    open: int
+    max_connections: int
+    refused: int
+    header_timeouts: int
+    accept_errors: int
+
+
+class _ConnectionCollector(Collector):
+    """The connection figures as they are at scrape time: the ``Doors`` outlive the
+    application (a standby's, then a leader's) and count for the whole process."""
+
+    def __init__(self, figures: ConnectionFigures) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        figures = self._figures
+        yield GaugeMetricFamily(
+            "allot_connections", "Client connections held now.", value=figures.open
+        )
+        yield GaugeMetricFamily(
+            "allot_connections_max",
+            "Connections held at most (max_connections, as fitted to the open-files limit).",
+            value=figures.max_connections,
+        )
+        yield CounterMetricFamily(
+            "allot_connections_refused",
+            "Connections closed at once because max_connections were held.",
+            value=figures.refused,
+        )
+        yield CounterMetricFamily(
+            "allot_connections_header_timeouts",
+            "Connections closed for not sending complete request headers in time.",
+            value=figures.header_timeouts,
+        )
+        yield CounterMetricFamily(
+            "allot_connections_accept_errors",
+            "Failed accepts of new connections (out of files, most likely).",
+            value=figures.accept_errors,
+        )
 
 
 class Metrics:
@@ -26,6 +73,14 @@ class Metrics:
             "allot_agent_protocol_errors",
             "Agent frames refused, by error code.",
             ["code"],
+            registry=self.registry,
+        )
+        self.auth_failures = Counter(
+            "allot_auth_failures",
+            "Failed authentications, by kind: api_token (the API), join_token (the agent"
+            " socket's upgrade or hello), client_certificate (an agent's upgrade without"
+            " one, where a client CA is set).",
+            ["kind"],
             registry=self.registry,
         )
 
@@ -45,6 +100,10 @@ class Metrics:
         self.lease_clients = Gauge(
             "allot_lease_clients", "Clients holding a lease.", resource, registry=self.registry
         )
+
+    def follow_connections(self, figures: ConnectionFigures) -> None:
+        """Expose the process's connection figures (``coordinator.doors``) too."""
+        self.registry.register(_ConnectionCollector(figures))
 
     def render(self, nodes: Iterable[NodeRecord], resources: Iterable[ResourceStatus]) -> bytes:
         """The exposition text, with node and lease figures taken at scrape time."""

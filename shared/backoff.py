@@ -27,8 +27,13 @@ class Backoff:
     ) -> None:
         self.initial = initial
         self.cap = cap
+        self._most = cap
         self._uniform = uniform
         self.attempts = 0
+
+    def cap_at(self, limit: float) -> None:
+        """Lower the cap to ``limit`` (the cap given at construction stays the most)."""
+        self.cap = min(self._most, limit)
 
     def next_delay(self) -> float:
         """The delay before the next attempt; each call counts one more attempt."""

@@ -74,3 +74,10 @@ def test_the_coordinator_runs_unprivileged_with_its_state_directory() -> None:
     assert settings["StateDirectory"] == ["allot"]
     assert "--data-dir /var/lib/allot" in settings["ExecStart"][0]
     assert settings["CapabilityBoundingSet"] == [""]
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_units_allow_open_files_for_max_connections_and_headroom(service: str) -> None:
+    """65,536 open files: the coordinator's max_connections (10,000 by default) and its
+    own files fit, with room to raise the cap; the agent gets the same."""
+    assert unit_settings(service)["LimitNOFILE"] == ["65536"]

@@ -9,7 +9,9 @@ Invariants (``check_indexes`` rebuilds every index from scratch and compares; th
 it after random sequences of decisions):
 
 1. ``containers`` holds the live containers, ``replaced`` those being swapped out
-   (``replaced_by`` set); no id is in both.
+   (``replaced_by`` set), ``stopping`` those no longer desired whose agent has not
+   reported them gone (``stopping`` set; each keeps its allocation on its node); no id
+   is in two of them, and ``stop_revision`` holds exactly the stopping ids.
 2. Each index holds exactly the live containers with that key: ``by_node``,
    ``by_deployment``, ``by_namespace``, ``by_pool``.
 3. ``requested[pool]`` is the sum over the pool's live containers of what their node's
@@ -17,6 +19,8 @@ it after random sequences of decisions):
 4. ``observed`` holds only live containers.
 5. ``pending`` holds the containers counted but not placed; ``pending_of`` indexes them
    by deployment. No pending id is a container's id.
+6. ``stopping_on`` and ``stopping_of`` index exactly the stopping containers by node and
+   by deployment, and each stopping container's allocation is on its node's state.
 
 Nothing here decides or does I/O; every read costs O(the answer), never O(all containers).
 """
@@ -44,6 +48,12 @@ class Books:
         self.nodes: dict[str, NodeState] = {}
         self.containers: dict[str, ContainerRecord] = {}
         self.replaced: dict[str, ContainerRecord] = {}
+        self.stopping: dict[str, ContainerRecord] = {}
+        # The revision that made each stopping container so: its agent's report counts
+        # as "gone" only once the agent says it applied a desired state that recent.
+        self.stop_revision: dict[str, int] = {}
+        self._stopping_by_node: defaultdict[str, set[str]] = defaultdict(set)
+        self._stopping_by_deployment: defaultdict[DeploymentKey, set[str]] = defaultdict(set)
         self.deployments: dict[DeploymentKey, DeploymentRecord] = {}
         self.cordoned: set[str] = set()
         self.preemptions: list[PreemptionRecord] = []  # within the cool-down (quotas 8.3)
@@ -93,6 +103,15 @@ class Books:
         ids = self._pending_by_deployment.get(key, ())
         return [self.pending[cid] for cid in sorted(ids)]
 
+    def stopping_on(self, node: str) -> list[ContainerRecord]:
+        """The node's stopping containers, by id. O(answer)."""
+        return [self.stopping[cid] for cid in sorted(self._stopping_by_node.get(node, ()))]
+
+    def stopping_of(self, key: DeploymentKey) -> list[ContainerRecord]:
+        """The deployment's stopping containers, by id. O(answer)."""
+        ids = self._stopping_by_deployment.get(key, ())
+        return [self.stopping[cid] for cid in sorted(ids)]
+
     def namespaces(self) -> list[str]:
         return sorted(ns for ns, ids in self._by_namespace.items() if ids)
 
@@ -122,12 +141,18 @@ class Books:
         self.nodes.update(change.nodes)
         for container_id in change.removed:
             self._unindex(container_id)
+            self._unstop(container_id)
             self.containers.pop(container_id, None)
             self.replaced.pop(container_id, None)
             self.observed.pop(container_id, None)
         for container_id, record in change.containers.items():
             self._unindex(container_id)
-            if record.replaced_by:
+            if record.stopping:
+                self.containers.pop(container_id, None)
+                self.replaced.pop(container_id, None)
+                self.observed.pop(container_id, None)
+                self._stop(record, revision)
+            elif record.replaced_by:
                 self.containers.pop(container_id, None)
                 self.replaced[container_id] = record
                 self.observed.pop(container_id, None)
@@ -139,7 +164,7 @@ class Books:
         # allocation, which no change of a neighbour touches (recharging every container
         # of every touched node made each deployment cost O(all containers) here).
         for record in change.containers.values():
-            if not record.replaced_by:
+            if not (record.replaced_by or record.stopping):
                 self._index(record)
         for container_id in change.unpending:
             gone = self.pending.pop(container_id, None)
@@ -172,6 +197,22 @@ class Books:
             record = self.containers.get(status.id)
             if record is not None and record.node == node:
                 self.observed[status.id] = status
+
+    def _stop(self, record: ContainerRecord, revision: int) -> None:
+        """``record`` is stopping as of ``revision`` (kept when it already was: a later
+        write of its record does not make its agent's reports count later)."""
+        self.stop_revision.setdefault(record.id, revision)
+        self.stopping[record.id] = record
+        self._stopping_by_node[record.node].add(record.id)
+        self._stopping_by_deployment[(record.namespace, record.deployment)].add(record.id)
+
+    def _unstop(self, container_id: str) -> None:
+        record = self.stopping.pop(container_id, None)
+        if record is None:
+            return
+        del self.stop_revision[container_id]
+        _discard(self._stopping_by_node, record.node, container_id)
+        _discard(self._stopping_by_deployment, (record.namespace, record.deployment), container_id)
 
     def _index(self, record: ContainerRecord) -> None:
         self._by_node[record.node].add(record.id)
@@ -225,6 +266,20 @@ class Books:
         for record in self.containers.values():
             fresh._index(record)
         assert not set(self.containers) & set(self.replaced), "live and replaced overlap"
+        assert not set(self.stopping) & {*self.containers, *self.replaced}, "stopping overlaps"
+        assert set(self.stop_revision) == set(self.stopping), "stop revisions drifted"
+        by_node: defaultdict[str, set[str]] = defaultdict(set)
+        by_deployment: defaultdict[DeploymentKey, set[str]] = defaultdict(set)
+        for record in self.stopping.values():
+            by_node[record.node].add(record.id)
+            by_deployment[(record.namespace, record.deployment)].add(record.id)
+        assert {k: v for k, v in self._stopping_by_node.items() if v} == by_node, "stopping_on"
+        stopping_of = {k: v for k, v in self._stopping_by_deployment.items() if v}
+        assert stopping_of == by_deployment, "index stopping_of drifted"
+        for record in self.stopping.values():
+            state = self.nodes.get(record.node)
+            assert state is not None, f"stopping {record.id} on {record.node}, no node state"
+            assert record.id in state.allocations, f"stopping {record.id} lost its allocation"
         for name in ("_by_node", "_by_deployment", "_by_namespace", "_by_pool"):
             ours = {k: v for k, v in getattr(self, name).items() if v}
             assert ours == dict(getattr(fresh, name)), f"index {name} drifted"

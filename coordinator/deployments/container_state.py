@@ -10,11 +10,15 @@ record and what its node's agent last reported of it.
                reason, or how it exited; the agent keeps trying, unless it ran to
                completion (``shared.restart_policy``)
     replaced   stopped while a new container takes its place (placement spec 10)
+    stopping   no longer desired (deleted, drained, scaled down): its agent removes it,
+               and its cores, memory and GPUs stay charged to its node until that agent
+               reports it gone (or the node is lost past its grace)
 
     state, reason = container_state(record, observed)
 
 Each container of a deployment is in exactly one of the first five; only the container a
-swap replaces, which is not one of its deployment's containers, is ``replaced``.
+swap replaces, and one stopping, which are not among the containers its deployment
+counts, are ``replaced`` or ``stopping``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from shared.api.containers import ContainerRecord
 from shared.protocol import ContainerStatus
 from shared.restart_policy import completion
 
-ContainerState = Literal["pending", "starting", "running", "succeeded", "failed", "replaced"]
+ContainerState = Literal[
+    "pending", "starting", "running", "succeeded", "failed", "replaced", "stopping"
+]
 
 # Docker's words for a container made and not running yet, and what they mean here.
 _ON_ITS_WAY = {
@@ -43,6 +49,9 @@ def container_state(
     """The state and reason of ``record`` as its agent reported it in ``observed``. O(1)."""
     if not record.node:  # the scheduler knows why (``DeploymentService.why_pending``)
         return "pending", "not placed on a node"
+    if record.stopping:
+        why = f"{record.stopping}; held on {record.node} until its agent reports it removed"
+        return "stopping", why
     if record.replaced_by:
         return "replaced", f"being replaced by {record.replaced_by}"
     if observed is None:

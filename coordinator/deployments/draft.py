@@ -3,7 +3,9 @@ batch and its own writes on top.
 
     draft = Draft(books, context, batch.copy())
     record = draft.live(container_id)          # NotFound, or a conflict while it is swapped out
-    draft.release(record)                      # its allocation goes back to its node
+    draft.stop(record, "deleted on request")   # stopping: its allocation stays until its
+                                               # agent reports it gone (``let_go``)
+    draft.release(record)                      # its allocation goes back to its node now
     draft.put_container(fresh)
     draft.change                               # what the sequencer commits
 
@@ -46,12 +48,12 @@ class Draft:
     # -- reads -------------------------------------------------------------------------
 
     def container(self, container_id: str) -> ContainerRecord | None:
-        """A live container (not one being swapped out)."""
+        """A live container (not one being swapped out, nor one stopping)."""
         if container_id in self.change.removed:
             return None
         record = self.change.containers.get(container_id)
         if record is not None:
-            return None if record.replaced_by else record
+            return None if record.replaced_by or record.stopping else record
         return self.books.containers.get(container_id)
 
     def replaced(self, container_id: str) -> ContainerRecord | None:
@@ -60,8 +62,41 @@ class Draft:
             return None
         record = self.change.containers.get(container_id)
         if record is not None:
-            return record if record.replaced_by else None
+            return record if record.replaced_by and not record.stopping else None
         return self.books.replaced.get(container_id)
+
+    def stopping(self, container_id: str) -> ContainerRecord | None:
+        """A container no longer desired whose agent has not reported it gone."""
+        if container_id in self.change.removed:
+            return None
+        record = self.change.containers.get(container_id)
+        if record is not None:
+            return record if record.stopping else None
+        return self.books.stopping.get(container_id)
+
+    def stopping_on(self, node: str) -> list[ContainerRecord]:
+        """The node's stopping containers, by id. O(them) + O(change)."""
+        return self.stopping_on_nodes([node]).get(node, [])
+
+    def stopping_on_nodes(self, nodes: Iterable[str]) -> dict[str, list[ContainerRecord]]:
+        """Node -> its stopping containers, by id, for those of ``nodes`` that have any.
+        O(nodes + their stopping containers) + O(change), once for all the nodes."""
+        wanted = set(nodes)
+        ids = {record.id for node in wanted for record in self.books.stopping_on(node)}
+        ids.update(
+            cid for cid, r in self.change.containers.items() if r.stopping and r.node in wanted
+        )
+        held: dict[str, list[ContainerRecord]] = {}
+        for container_id in sorted(ids):
+            record = self.stopping(container_id)
+            if record is not None and record.node in wanted:
+                held.setdefault(record.node, []).append(record)
+        return held
+
+    def holders_on(self, node: str) -> list[ContainerRecord]:
+        """Every container that holds devices or extended resources on the node: the
+        live ones and the stopping ones."""
+        return [*self.on_node(node), *self.stopping_on(node)]
 
     def live(self, container_id: str) -> ContainerRecord:
         """The live container ``container_id``, which a request may change: ``NotFound``
@@ -70,6 +105,16 @@ class Draft:
         record = self.container(container_id)
         if record is not None:
             return record
+        stopping = self.stopping(container_id)
+        if stopping is not None:
+            raise DeployRefused(
+                "invalid",
+                "container_stopping",
+                f"{container_id} is stopping ({stopping.stopping}): node {stopping.node}'s"
+                " agent is removing it",
+                "conflict",
+                {"container": container_id, "node": stopping.node},
+            )
         if self.pending(container_id) is not None:
             raise DeployRefused(
                 "invalid",
@@ -273,9 +318,24 @@ class Draft:
         """An event that comes before every other of this decision."""
         self.change.notes.insert(self._first_note, note)
 
+    def stop(self, record: ContainerRecord, why: str) -> None:
+        """The live container is no longer desired: its agent is told to remove it, and
+        its allocation stays on its node until that agent reports it gone (``let_go``),
+        so nothing else is placed on what it may still run on. Mid-swap, the container
+        it replaces (which holds nothing) is removed with it: the agent removes both,
+        and reports both gone in the same pass."""
+        entry = HistoryEntry(at=self.context.clock(), event="stopping", detail=why)
+        stopped = msgspec.structs.replace(
+            record, stopping=why, replaces="", history=[*record.history, entry]
+        )
+        self.put_container(stopped)
+        if record.replaces and self.replaced(record.replaces) is not None:
+            self.change.remove(record.replaces, record.node)
+
     def release(self, record: ContainerRecord) -> None:
-        """Give the container's allocation back to its node and remove it; mid-swap,
-        the container it replaces goes with it."""
+        """Give the container's allocation back to its node and remove it at once (its
+        node is gone, or its agent reported it gone); mid-swap, the container it
+        replaces goes with it."""
         state = self.node_state(record.node)
         if record.id in state.allocations:
             moved = release(state, record.id)
@@ -291,7 +351,7 @@ class Draft:
         now = self.context.clock()
         for container_id, limits in updates.items():
             record = self.change.containers.get(container_id) or self.container(container_id)
-            if record is None or record.limits == limits:
+            if record is None or record.stopping or record.limits == limits:
                 continue
             entry = HistoryEntry(at=now, event="limits", detail=f"shared pool on {node} moved")
             self.change.containers[container_id] = msgspec.structs.replace(

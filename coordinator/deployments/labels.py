@@ -42,7 +42,7 @@ def relabel(draft: Draft) -> None:
     checked += [
         record
         for record in list(draft.change.containers.values())
-        if record.namespace in dirty - governed and not record.replaced_by
+        if record.namespace in dirty - governed and not (record.replaced_by or record.stopping)
     ]
     _write_labels(draft, checked, labels)
 

@@ -69,14 +69,21 @@ def release_lost(draft: Draft, grace_seconds: float) -> Pass:
     a pending stand-in, placed at once where there is room."""
     lost = draft.context.lost_since(draft.context.clock(), grace_seconds)
     gone = [record for node in sorted(lost) for record in draft.on_node(node)]
+    for record in (record for node in sorted(lost) for record in draft.stopping_on(node)):
+        draft.release(record)  # its node and whatever it ran are taken to be gone
+        draft.note(note_for("stopped", f"node {record.node} lost past its grace", record))
     return replace_with_stand_ins(
-        draft, gone, lambda r: f"node {r.node} lost for more than {grace_seconds:g}s"
+        draft,
+        gone,
+        lambda r: f"node {r.node} lost for more than {grace_seconds:g}s",
+        stop=False,
     )
 
 
 def delete_container(draft: Draft, container_id: str) -> Pass:
     """Stop the container and leave a pending stand-in of its deployment, placed at once
-    where there is room (Nomad's ``alloc stop``); scale the deployment to have fewer."""
+    where there is room (Nomad's ``alloc stop``); scale the deployment to have fewer.
+    The container is stopping until its agent reports it gone (``let_go``)."""
     record = draft.live(container_id)
     return replace_with_stand_ins(draft, [record], lambda _: "deleted on request", event="deleted")
 
@@ -87,7 +94,7 @@ def delete_deployment(draft: Draft, namespace: str, name: str) -> list[str]:
     gone = draft.of_deployment(key)
     draft.change.remove_deployment(key)
     for record in gone:
-        draft.release(record)
+        draft.stop(record, "its deployment was deleted")
         draft.note(note_for("deleted", "its deployment was deleted", record))
     for pending in draft.pending_of(key):
         draft.drop_pending(pending.id)

@@ -51,13 +51,18 @@ def replace_with_stand_ins(
     cause: Callable[[ContainerRecord], str],
     *,
     event: str = "released",
+    stop: bool = True,
 ) -> Pass:
-    """Release ``gone`` (live containers; ``event`` is the kind of each one's event),
-    each leaving a pending stand-in; place the stand-ins where there is room. Those
-    left pending have a ``pending`` event with the reason."""
+    """Stop ``gone`` (live containers; ``event`` is the kind of each one's event), or
+    release them at once when not ``stop`` (their node is lost), each leaving a pending
+    stand-in; place the stand-ins where there is room. Those left pending have a
+    ``pending`` event with the reason."""
     stand_ins: dict[str, PendingRecord] = {}
     for record in gone:
-        draft.release(record)
+        if stop:
+            draft.stop(record, cause(record))
+        else:
+            draft.release(record)
         draft.note(note_for(event, cause(record), record))
         stand_ins[record.id] = _stand_in(draft, record, cause(record))
     done = schedule(draft, only={pending.id for pending in stand_ins.values()})

@@ -39,6 +39,7 @@ from coordinator.deployments.translate import (
     unit_need,
 )
 from coordinator.deployments.units import FreeUnits, Grant, free_units, room, shortage
+from coordinator.deployments.why import stopping_on
 from coordinator.placement import (
     Node,
     Normalized,
@@ -78,7 +79,8 @@ def deploy(draft: Draft, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
         check_pool_limits(draft, pool, resources, spec.count)
         ids = _place_new(draft, namespace, spec, resources, now)
     except DeployRefused as refusal:
-        raise refused_with_event(refusal, namespace, spec.name) from refusal
+        told = _naming_stopping(draft, refusal)
+        raise refused_with_event(told, namespace, spec.name) from refusal
     _note_admitted(draft, namespace, spec, ids)
     deployment = DeploymentRecord(namespace=namespace, spec=spec, created=now)
     draft.put_deployment(deployment)
@@ -99,14 +101,15 @@ def scale(draft: Draft, namespace: str, name: str, count: int) -> DeployOutcome:
         try:
             place_more(draft, spec, namespace, ids, why=why)
         except DeployRefused as refusal:
-            raise refused_with_event(refusal, namespace, name, f"scaling to {count}: ") from refusal
+            told = _naming_stopping(draft, refusal)
+            raise refused_with_event(told, namespace, name, f"scaling to {count}: ") from refusal
         _note_admitted(draft, namespace, spec, ids, why)
     # Fewer: the pending ones go first, the newest of them first; then the newest placed.
     for stand_in in pending[max(0, count - len(mine)) :]:
         draft.drop_pending(stand_in.id)
         draft.note(note_for("deleted", f"scaled down to {count}", stand_in))
     for record in reversed(mine[count:]):
-        draft.release(record)
+        draft.stop(record, f"scaled down to {count}")
         draft.note(note_for("deleted", f"scaled down to {count}", record))
     updated = msgspec.structs.replace(deployment, spec=msgspec.structs.replace(spec, count=count))
     draft.put_deployment(updated)
@@ -166,6 +169,21 @@ def refused_with_event(
     """``refusal``, to be answered once its ``refused`` event is committed."""
     why = f"{refusal.reason}: {doing}{refusal.message}"
     return Refused(refusal, [Note("refused", why, namespace=namespace, deployment=deployment)])
+
+
+def _naming_stopping(draft: Draft, refusal: DeployRefused) -> DeployRefused:
+    """A refusal for room that stopping containers still hold says so: their agents will
+    give it back, so the same request may succeed then."""
+    if refusal.reason != "capacity":
+        return refusal
+    waiting = stopping_on(draft, [state.name for state in draft.candidates()])
+    if not waiting:
+        return refusal
+    details = {k: v for k, v in refusal.details.items() if k != "reason"}
+    details["stopping"] = waiting
+    message = f"{refusal.message}; {waiting}"
+    # A refusal for room is a conflict (``refused_by_kind``), and stays one.
+    return DeployRefused(refusal.reason, refusal.code, message, "conflict", details)
 
 
 def counted(draft: Draft) -> list[QuotaContainer]:
@@ -315,7 +333,7 @@ def _free_units(draft: Draft) -> dict[str, FreeUnits]:
     for state in draft.candidates():
         record = draft.context.registry.get(state.name)
         if record is not None:
-            free[state.name] = free_units(record.inventory, draft.on_node(state.name))
+            free[state.name] = free_units(record.inventory, draft.holders_on(state.name))
     return free
 
 

@@ -12,7 +12,8 @@ The service is a thin shell over ``coordinator/deployments/``:
 - ``sequencer``: decisions in order, committed in batches, applied only once committed,
   then handed to the publishers (the agent hub);
 - the deciders, plain functions of a draft: ``placing`` (deploy, scale, preemption),
-  ``lifecycle`` (realloc, delete, lost nodes), ``swaps``, ``node_admin`` (SetNode,
+  ``lifecycle`` (realloc, delete, lost nodes), ``stopping`` (allocations let go once
+  an agent reports a container gone), ``swaps``, ``node_admin`` (SetNode,
   cordon, drain, hardware changes), ``pool_link`` (pool limits and CPU shares),
   ``quota_writes`` (quotas written by an administrator) and ``labels`` (quota labels,
   settled after every decision).
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Self
 
 from coordinator.deployments import (
@@ -32,6 +33,7 @@ from coordinator.deployments import (
     placing,
     pool_link,
     quota_writes,
+    stopping,
     swaps,
 )
 from coordinator.deployments.books import Books
@@ -75,6 +77,11 @@ def _key(pending: PendingRecord) -> tuple[str, str]:
     return (pending.namespace, pending.deployment)
 
 
+def _held(books: Books) -> set[str]:
+    """The ids of the containers that hold an allocation: live and stopping."""
+    return {*books.containers, *books.stopping}
+
+
 class DeploymentService:
     def __init__(
         self,
@@ -95,6 +102,7 @@ class DeploymentService:
         self._sequencer = Sequencer(store, self._books, self._context, events, settle=relabel)
         self._followed: dict[str, tuple[float, int]] = {}  # pool -> share, pool_version
         self._ending: set[str] = set()  # swaps whose end is being committed
+        self._letting_go: set[str] = set()  # stopping containers whose release is under way
         self._tasks: set[asyncio.Task[None]] = set()  # those commits, kept from the GC
         self._waiting: dict[str, str] = {}  # pending id -> why the last pass left it
         self._room = asyncio.Event()  # set when pending containers may fit
@@ -138,15 +146,26 @@ class DeploymentService:
         self._sequencer.subscribe(publisher)
 
     def containers(self) -> list[ContainerRecord]:
-        return [self._books.containers[cid] for cid in sorted(self._books.containers)]
+        """The live containers and the stopping ones, by id."""
+        books = self._books
+        return [books.containers.get(cid) or books.stopping[cid] for cid in sorted(_held(books))]
 
     def container(self, container_id: str) -> ContainerRecord | None:
-        """A live container, or one being replaced (``replaced_by`` says by which)."""
+        """A live container, one being replaced (``replaced_by`` says by which), or one
+        stopping (``stopping`` says why)."""
         books = self._books
-        return books.containers.get(container_id) or books.replaced.get(container_id)
+        return (
+            books.containers.get(container_id)
+            or books.replaced.get(container_id)
+            or books.stopping.get(container_id)
+        )
 
     def of_deployment(self, namespace: str, name: str) -> list[ContainerRecord]:
         return self._books.of_deployment((namespace, name))
+
+    def stopping_of(self, namespace: str, name: str) -> list[ContainerRecord]:
+        """The deployment's stopping containers, by id: it no longer counts them."""
+        return self._books.stopping_of((namespace, name))
 
     def pending(self, container_id: str) -> ContainerRecord | None:
         """A pending container as the API shows it (no node, no limits), or None."""
@@ -206,7 +225,8 @@ class DeploymentService:
         if record is None:
             raise NotFound(f"no node {node}")
         offered = dict(sorted(record.inventory.extended.items()))
-        return offered, held_extended(self._books.on_node(node))
+        books = self._books
+        return offered, held_extended([*books.on_node(node), *books.stopping_on(node)])
 
     def skipped_nodes(self) -> dict[str, str]:
         return self._draft().skipped_nodes()
@@ -266,7 +286,8 @@ class DeploymentService:
         """Release the containers of nodes lost for at least ``grace_seconds``; a
         decision only when some lost node holds containers."""
         lost = self._context.lost_since(self._context.clock(), grace_seconds)
-        if not any(self._books.ids("node", node) for node in lost):
+        books = self._books
+        if not any(books.ids("node", node) or books.stopping_on(node) for node in lost):
             return Pass()
         return self._passed(
             await self._sequencer.decide(lambda d: lifecycle.release_lost(d, grace_seconds))
@@ -366,8 +387,15 @@ class DeploymentService:
         await self._sequencer.record(notes)
 
     def observe(self, node: str, status: Status) -> None:
-        """What the node's agent reports it holds; a swap it reports ended is committed."""
+        """What the node's agent reports it holds; a swap it reports ended is committed,
+        and so is the release of the stopping containers it reports gone."""
         self._books.observe(node, status.containers)
+        seen = {one.id for one in status.containers}
+        gone = stopping.reported_gone(self._books, node, status.applied_revision, seen)
+        gone = [cid for cid in gone if cid not in self._letting_go]
+        if gone:
+            self._letting_go.update(gone)
+            self._start(self._let_go(node, gone))
         for reported in status.containers:
             record = self._books.containers.get(reported.id)
             ended = reported.replacing in ("done", "failed")
@@ -375,11 +403,14 @@ class DeploymentService:
                 continue
             if record.id not in self._ending:
                 self._ending.add(record.id)
-                task = asyncio.create_task(
-                    self._end_swap(record.id, reported.replacing, reported.error)
-                )
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._start(self._end_swap(record.id, reported.replacing, reported.error))
+
+    def _start(self, commit: Coroutine[Any, Any, None]) -> None:
+        """Run ``commit`` (a decision an agent's report asked for) on its own, kept
+        until done: ``settled`` waits for it."""
+        task = asyncio.create_task(commit)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
         """Stop deciding once the swap ends agents reported and every decision under
@@ -407,6 +438,16 @@ class DeploymentService:
     def check_indexes(self) -> None:
         """``AssertionError`` unless every index equals one rebuilt from scratch."""
         self._books.check_indexes()
+
+    async def _let_go(self, node: str, ids: list[str]) -> None:
+        try:
+            done = await self._sequencer.decide(lambda d: stopping.let_go(d, node, ids))
+            self._passed(done)
+            log.info("stopped containers let go", node=node, containers=",".join(ids))
+        except Exception as failure:  # the agent's next report tries again
+            log.warning("stopped containers not let go", node=node, error=failure)
+        finally:
+            self._letting_go.difference_update(ids)
 
     async def _end_swap(self, container_id: str, outcome: str, error: str) -> None:
         try:

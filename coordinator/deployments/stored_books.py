@@ -87,8 +87,11 @@ def _books_of(entries: list[Entry]) -> Books:
                 allocations[node] = entry.mod_revision
         elif entry.key.startswith(CONTAINER_PREFIX):
             container_id = entry.key.removeprefix(CONTAINER_PREFIX)
-            held = books.containers.get(container_id) or books.replaced[container_id]
+            held = _held(books, container_id)
+            assert held is not None, f"{container_id} was loaded with the rest"
             node = held.node
+            if container_id in books.stopping:  # its agent's reports count from here
+                books.stop_revision[container_id] = entry.mod_revision
         else:
             continue
         revisions[node] = max(revisions.get(node, 0), entry.mod_revision)
@@ -111,7 +114,7 @@ def change_of(events: Iterable[Event], books: Books) -> Decision:
                 record = _decode_container.decode(event.value)
                 change.containers[record.id] = record
                 continue
-            held = books.containers.get(container_id) or books.replaced.get(container_id)
+            held = _held(books, container_id)
             if held is not None:
                 change.remove(container_id, held.node)
         elif key.startswith(PENDING_PREFIX):
@@ -202,6 +205,15 @@ class WarmBooks:
         if ours:
             revision = max(event.mod_revision for event in events)
             self._books.apply(change_of(ours, self._books), revision)
+
+
+def _held(books: Books, container_id: str) -> ContainerRecord | None:
+    """A container the books hold: live, being swapped out, or stopping."""
+    return (
+        books.containers.get(container_id)
+        or books.replaced.get(container_id)
+        or books.stopping.get(container_id)
+    )
 
 
 def _put(entry: Entry) -> Event:

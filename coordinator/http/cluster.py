@@ -1,7 +1,9 @@
 """Health, nodes and metrics over HTTP. Handlers only read state and shape JSON.
 
 GET /healthz            {"status": "ok"} (no token)
-GET /readyz             {"status": "ok", "role": "leader"} (no token; see coordinator.standby)
+GET /readyz             {"status": "ok", "role": "leader"} (no token; see coordinator.standby),
+                        or 503 {"status": "degraded", "role": "leader", "reason": ...} while
+                        the SQLite store's writes fail (a full disk), until one succeeds
 GET /metrics            Prometheus text (no token)
 GET /v1/nodes           every node's record, and whether it is cordoned
 GET /v1/nodes/{name}    one node's record, and whether it is cordoned
@@ -13,7 +15,8 @@ from aiohttp import web
 
 from coordinator.errors import NotFound
 from coordinator.http.bodies import json_response
-from coordinator.keys import DEPLOYMENTS, LEASES, METRICS, REGISTRY
+from coordinator.keys import DEPLOYMENTS, LEASES, METRICS, REGISTRY, STORE
+from coordinator.store.sqlite import SqliteStore
 from shared.api.nodes import NodeView
 
 
@@ -22,6 +25,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    store = request.app[STORE]
+    problem = store.write_health.problem if isinstance(store, SqliteStore) else ""
+    if problem:
+        return json_response({"status": "degraded", "role": "leader", "reason": problem}, 503)
     return json_response({"status": "ok", "role": "leader"})
 
 

@@ -298,7 +298,10 @@ def _view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
 
 def _deployment_view(service: DeploymentService, deployment: DeploymentRecord) -> DeploymentView:
     key = (deployment.namespace, deployment.spec.name)
-    mine = sorted((*service.of_deployment(*key), *service.pending_of(*key)), key=lambda c: c.id)
+    mine = sorted(
+        (*service.of_deployment(*key), *service.pending_of(*key), *service.stopping_of(*key)),
+        key=lambda c: c.id,
+    )
     containers = [_view(service, c) for c in mine]
     return DeploymentView(deployment=deployment, containers=containers)
 

@@ -34,9 +34,12 @@ def error_response(
 ) -> web.Response:
     body = {"error": {"code": code, "message": message, "details": dict(details or {})}}
     headers = {"WWW-Authenticate": 'Bearer realm="allot"'} if status == 401 else None
-    return web.Response(
+    response = web.Response(
         status=status, body=to_json(body), content_type="application/json", headers=headers
     )
+    if status == 401:  # nothing unauthenticated keeps a socket (a refused upgrade neither)
+        response.force_close()
+    return response
 
 
 @web.middleware

@@ -471,6 +471,19 @@ FAILED_CONTAINER: dict[str, Any] = {
         "attempt": {"outcome": "failed", "reason": _RETRYING, "number": 3, "at": CREATED + 7},
     },
 }
+STOPPING_CONTAINER: dict[str, Any] = {
+    **CONTAINER,
+    "record": {
+        **CONTAINER["record"],
+        "stopping": "deleted on request",
+        "history": [
+            *CONTAINER["record"]["history"],
+            {"at": CREATED + 60, "event": "stopping", "detail": "deleted on request"},
+        ],
+    },
+    "state": "stopping",
+    "reason": "deleted on request; held on node-a until its agent reports it removed",
+}
 _DEPLOYMENT_RECORD: dict[str, Any] = {
     "namespace": "team-a",
     "spec": {

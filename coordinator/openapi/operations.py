@@ -222,7 +222,9 @@ _SYSTEM = (
         examples={"the leader": {"status": "ok", "role": "leader"}},
         description="For load balancers: 200 on the leader only. With several coordinators"
         ' on etcd a standby answers 503 {"status": "standby", "role": "standby",'
-        ' "leader": <the leader\'s URL, or empty while none is known>}.',
+        ' "leader": <the leader\'s URL, or empty while none is known>}. A leader whose'
+        ' SQLite store cannot write (a full disk) answers 503 {"status": "degraded", "role":'
+        ' "leader", "reason": <the cause and the free bytes>} until a write succeeds.',
     ),
     Operation(
         "GET",
@@ -754,7 +756,8 @@ _CONTAINERS = (
             Param(
                 "state",
                 "only those in this state: pending, starting, running, succeeded, failed"
-                " (or replaced, during a swap)",
+                " (or replaced, during a swap, or stopping: no longer desired, its cores,"
+                " memory and devices held on its node until its agent reports it gone)",
             ),
             Param("capacity", "in-quota or over-quota"),
         ),
@@ -772,6 +775,7 @@ _CONTAINERS = (
             "starting": ex.CONTAINER,
             "running": ex.RUNNING_CONTAINER,
             "failed": ex.FAILED_CONTAINER,
+            "stopping": ex.STOPPING_CONTAINER,
         },
         errors=(401, 404),
         params=(CONTAINER,),
@@ -844,7 +848,10 @@ _CONTAINERS = (
             "Stops the container, like Nomad's `alloc stop` or deleting a Kubernetes pod:"
             " a stand-in keeps its deployment's count, placed at once where there is room,"
             " else pending. Scale the deployment to count fewer; 409 `container_pending`"
-            " for a pending container."
+            " for a pending container, `container_stopping` for one already stopping. The"
+            " container is `stopping` until its node's agent reports it gone (or the node"
+            " is lost past its grace): until then its cores, memory and devices stay"
+            " charged to the node, and what waits for them is pending with that reason."
         ),
     ),
 )

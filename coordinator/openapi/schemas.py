@@ -90,7 +90,8 @@ SCHEMAS: dict[str, Schema] = {
     "Readiness": obj(
         {"status": {"enum": ["ok"]}, "role": {"enum": ["leader"]}},
         description="This coordinator leads and decides. A standby (several coordinators"
-        " on etcd) answers 503 with role standby and the leader's URL in leader.",
+        " on etcd) answers 503 with role standby and the leader's URL in leader; a leader"
+        " whose store cannot write, 503 with status degraded and the cause in reason.",
     ),
     "Empty": obj({}, closed=True, description="An empty object: done, nothing to say."),
     "NodeList": obj({"nodes": array(ref("NodeView"))}),

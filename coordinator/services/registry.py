@@ -4,7 +4,8 @@ Every change of a record is committed to the store before it is acted on and log
 once; an agent's changes of one node's record are made one at a time, each from the one
 before it (two sessions of a node saying hello at once cannot interleave). Heartbeats
 only move a node's lease deadline in memory: they change no record,
-so they cost no write. After a coordinator restart every node that was live gets a
+so they cost no write; a hello the store could not record renews the lease all the same
+(the agent did reach its leader). After a coordinator restart every node that was live gets a
 fresh lease, so its agent has one lease length to reconnect before it is marked lost.
 
 A record comes from a hello that passed every check of ``shared.protocol``, or from the
@@ -178,7 +179,14 @@ class NodeRegistry:
                 agent_version=agent_version,
                 now=self._wall(),
             )
-            await self._save([record])
+            try:
+                await self._save([record])
+            except BaseException:
+                # The agent reached this leader and only the store failed it (etcd
+                # without quorum, a full disk): its node stays live while it keeps
+                # trying, so the store's return does not find its lease run out.
+                self.heartbeat(name)
+                raise
         self._unusable.pop(name, None)  # a hello's inventory passed every check
         self.version += 1
         self._leases.renew(name, now=self._monotonic())

@@ -40,6 +40,7 @@ from coordinator.store import (
 )
 from coordinator.store.changes import ChangeFeed
 from coordinator.store.local_leases import LocalLeases
+from coordinator.store.write_health import WriteHealth, disk_note
 
 # Schema 2 adds lease_keys (the keys put with a lease); a schema 1 file gains it on open.
 SCHEMA_VERSION = 2
@@ -81,7 +82,12 @@ class SqliteStore:
     """``Store`` on a SQLite file; only one process may open a file at a time."""
 
     def __init__(
-        self, connection: sqlite3.Connection, lock_fd: int, revision: int, watch_history: int
+        self,
+        connection: sqlite3.Connection,
+        lock_fd: int,
+        revision: int,
+        watch_history: int,
+        directory: Path,
     ) -> None:
         self._db = connection
         self._lock_fd = lock_fd
@@ -92,6 +98,7 @@ class SqliteStore:
         self._changes = ChangeFeed(revision=revision, keep=watch_history)
         self._leases = LocalLeases(self.commit)
         self._lease_rows = False  # store thread only: may lease_keys hold a row?
+        self.write_health = WriteHealth(directory)
 
     @classmethod
     async def open(cls, path: Path, *, watch_history: int = WATCH_HISTORY) -> SqliteStore:
@@ -106,12 +113,15 @@ class SqliteStore:
         try:
             connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             revision = _prepare(connection, path)
-        except BaseException:
+        except BaseException as error:
             if connection is not None:
                 connection.close()
             os.close(lock_fd)
+            if isinstance(error, sqlite3.Error):
+                # A full disk, an I/O error: said in one line by whoever opens the store.
+                raise StoreError(f"{path}: {error} ({disk_note(path.parent)})") from None
             raise
-        return cls(connection, lock_fd, revision, watch_history)
+        return cls(connection, lock_fd, revision, watch_history, path.parent)
 
     @property
     def revision(self) -> int:
@@ -187,11 +197,15 @@ class SqliteStore:
                 txns = [txn for txn, _ in batch]
                 applied, revision = await self._run(functools.partial(self._apply, txns))
             except Exception as error:  # the batch was rolled back: fail each caller
-                failure = StoreError(f"store write failed, nothing was committed: {error}")
+                self.write_health.failed(str(error))
+                failure = StoreError(
+                    f"store write failed, nothing was committed: {self.write_health.problem}"
+                )
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(failure)
                 continue
+            self.write_health.succeeded()
             self._revision = revision
             for (txn, future), (result, events) in zip(batch, applied, strict=True):
                 if result.succeeded:
@@ -243,7 +257,7 @@ class SqliteStore:
             db.execute("UPDATE meta SET value = ? WHERE name = 'revision'", (revision,))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _roll_back(db)
             raise
         return applied, revision
 
@@ -284,6 +298,8 @@ def _prepare(db: sqlite3.Connection, path: Path) -> int:
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as error:
+        if error.sqlite_errorname != "SQLITE_NOTADB":
+            raise  # it could not be read (a full disk, an I/O error): said by the opener
         raise StoreError(f"{path} is not an allot store (SQLite says: {error})") from error
     if version > SCHEMA_VERSION:
         raise StoreError(
@@ -311,9 +327,17 @@ def _end_earlier_leases(db: sqlite3.Connection, revision: int) -> int:
             db.execute("UPDATE meta SET value = ? WHERE name = 'revision'", (revision,))
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        _roll_back(db)
         raise
     return revision
+
+
+def _roll_back(db: sqlite3.Connection) -> None:
+    """Undo the open transaction, unless SQLite already has (it does itself on a full
+    disk or an I/O error): the error that goes up is then the cause, not ROLLBACK's
+    "cannot rollback - no transaction is active"."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")
 
 
 def _prefix_end(prefix: str) -> str | None:

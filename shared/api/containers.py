@@ -45,13 +45,17 @@ class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
     # Its deployment's stop timeout; None for a container stored before there was one
     # (its agent uses its own default).
     stop_timeout_seconds: int | None = None
+    # Why a container no longer desired is stopping (deleted, drained, scaled down): its
+    # node's agent removes it, and its allocation stays charged to the node until that
+    # agent reports it gone, or the node is lost past its grace or deleted.
+    stopping: str = ""
 
 
 class ContainerView(msgspec.Struct, frozen=True, kw_only=True):
     record: ContainerRecord
     # pending (no node holds it), starting, running, succeeded, failed (or replaced,
-    # during a swap), from what the node's agent last reported
-    # (coordinator.deployments.container_state)
+    # during a swap, or stopping, until its agent reports it gone), from what the node's
+    # agent last reported (coordinator.deployments.container_state)
     state: str
     observed: ContainerStatus | None
     reason: str = ""  # why it is in that state: why it is pending, the engine's error

@@ -38,7 +38,7 @@ from shared.api.containers import ContainerRecord, ContainerView, HistoryEntry
 from shared.api.events import Event
 from shared.codec import to_json
 from shared.protocol import Attempt, ContainerStatus, Limits
-from tests.coordinator.conftest import API_TOKEN, Coordinator, register
+from tests.coordinator.conftest import API_TOKEN, Coordinator, register, report_caught_up
 
 MIB = 1024 * 1024
 WEB_TOML = """\
@@ -490,6 +490,13 @@ async def test_every_command_through_main(
     # batch runs on the shared pool, core 1, which a bound container may not take.
     code, _, err = await allotctl(cluster, capsys, "delete", "deployment", "team-a", "batch")
     assert code == 0, err
+    code, out, _ = await allotctl(cluster, capsys, "containers", "--deployment", "batch")
+    (row,) = [line.split() for line in out.splitlines()[1:]]
+    assert row[4] == "stopping"
+    code, out, _ = await allotctl(cluster, capsys, "container", row[0])
+    held = "its allocation stays on node-a until its agent reports it removed"
+    assert f"stopping        its deployment was deleted; {held}" in out.splitlines()
+    await report_caught_up(cluster, ws)  # its agent removed it: core 1 is free again
     code, out, err = await allotctl(
         cluster, capsys, "realloc", first, "--cpu", "+0.5", "--memory", "32Mi"
     )
@@ -513,6 +520,9 @@ async def test_every_command_through_main(
     assert out.startswith("deleted deployment team-a/web and its 2 container(s): ")
     assert stand_in in out
     assert first not in out
+    code, out, _ = await allotctl(cluster, capsys, "container", first)
+    assert "stopping        deleted on request; " in "\n".join(out.splitlines())
+    await report_caught_up(cluster, ws)  # gone from the host, so gone from the books
     code, _, err = await allotctl(cluster, capsys, "container", first)
     assert (code, err) == (1, f"allotctl: no container {first} (404 not_found)\n")
     await ws.close()

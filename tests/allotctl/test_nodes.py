@@ -21,7 +21,7 @@ from coordinator.openapi import examples as ex
 from shared.api.node_admin import Allocation
 from shared.codec import to_json
 from tests.allotctl.test_deployments import allotctl, parsed
-from tests.coordinator.conftest import Coordinator, register
+from tests.coordinator.conftest import Coordinator, register, report_caught_up
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -240,7 +240,10 @@ async def test_every_node_command_through_main(
     assert code == 0, err
     code, listing, _ = await allotctl(cluster, capsys, "containers")
     rows = [line.split() for line in listing.splitlines()[1:]]
-    assert [row[3] for row in rows] == ["node-b", "node-b"]
+    stopping = [row for row in rows if row[4] == "stopping"]
+    rows = [row for row in rows if row[4] != "stopping"]
+    assert sorted(row[0] for row in stopping) == sorted(placed)
+    assert [row[3] for row in stopping + rows] == ["node-a", "node-a", "node-b", "node-b"]
     replacements = sorted(row[0] for row in rows)
     head, *moves = out.splitlines()
     assert head == "node-a drained: moved 2, pending 0"
@@ -250,8 +253,11 @@ async def test_every_node_command_through_main(
     code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a")
     assert out.splitlines()[1:3] == [
         "cordoned     yes (takes no new containers)",
-        "cores        0 of 3 used (0 bound, 0 unbound)",
+        "cores        1 of 3 used (1 bound, 0 unbound)",  # held by those stopping
     ]
+    await report_caught_up(cluster, node_a)
+    code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a")
+    assert out.splitlines()[2] == "cores        0 of 3 used (0 bound, 0 unbound)"
     code, out, _ = await allotctl(cluster, capsys, "drain", "node-a")
     assert out == "node-a drained: moved 0, pending 0\n"
     code, out, _ = await allotctl(cluster, capsys, "events", "--node", "node-a", "--kind", "node")

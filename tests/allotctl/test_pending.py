@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from tests.allotctl.test_deployments import allotctl
-from tests.coordinator.conftest import Coordinator, register
+from tests.coordinator.conftest import Coordinator, register, report_caught_up
 
 DEPLOY = ["deploy", "team-a", "--name", "web", "--image", "busybox", "--cpu", "0.5"]
 NO_NODE = "needs 0.5 CPU + 64Mi on one node; no node takes containers: 1 cordoned (node-a)"
@@ -31,8 +31,15 @@ async def test_drain_why_and_uncordon_through_main(
 
     code, out, err = await allotctl(cluster, capsys, "why", "team-a/web")
     head, *lines = out.splitlines()
-    assert (code, head) == (0, "team-a/web counts 2: 2 pending"), err
-    assert sorted(lines) == sorted(f"  {cid} is pending: {NO_NODE}" for cid in stand_ins)
+    assert (code, head) == (0, "team-a/web counts 2: 2 pending; 2 stopping"), err
+    held = "held on node-a until its agent reports it removed"
+    assert sorted(lines) == sorted(
+        [
+            *(f"  {cid} is pending: {NO_NODE}" for cid in stand_ins),
+            *(f"  {cid} is stopping on node-a (node node-a drained; {held})" for cid in placed),
+        ]
+    )
+    await report_caught_up(cluster, ws)
     code, out, _ = await allotctl(cluster, capsys, "why", stand_ins[0])
     assert (code, out) == (0, f"{stand_ins[0]} is pending: {NO_NODE}\n")
 

@@ -18,8 +18,9 @@ import pytest
 from aiohttp import web
 
 from coordinator.app import make_app
+from coordinator.auth_failures import FailureBook
 from coordinator.config import CoordinatorConfig, NamespaceToken
-from coordinator.keys import REGISTRY, STORE
+from coordinator.keys import DEPLOYMENTS, REGISTRY, STORE
 from coordinator.services.registry import NODE_PREFIX
 from coordinator.store import ClusterStore
 from shared.codec import to_builtins, to_json
@@ -140,6 +141,40 @@ async def register(
     return ws
 
 
+async def newest_desired(
+    coordinator: Coordinator, ws: aiohttp.ClientWebSocketResponse, node: str
+) -> tuple[int, list[str]]:
+    """Read the desired-state frames the coordinator has sent the agent so far; the
+    revision and container ids of the newest desired state (the last frame it sends)."""
+    while True:
+        try:
+            message = await ws.receive(timeout=0.2)
+        except TimeoutError:
+            break
+        if message.type != aiohttp.WSMsgType.BINARY:
+            break
+    revision, desired = coordinator.app[DEPLOYMENTS].desired(node)
+    return revision, [container.id for container in desired]
+
+
+async def report_caught_up(
+    coordinator: Coordinator, ws: aiohttp.ClientWebSocketResponse, node: str = "node-a"
+) -> None:
+    """The agent says it ran the newest desired state it was sent (every container
+    running, none other left), and the coordinator lets go of what the node stopped;
+    the frames sent meanwhile are read."""
+    revision, ids = await newest_desired(coordinator, ws, node)
+    running = [{"id": cid, "state": "running"} for cid in ids]
+    await ws.send_bytes(frame("status", applied_revision=revision, containers=running))
+    for _ in range(500):
+        stopping = await coordinator.get_json(f"/v1/containers?state=stopping&node={node}")
+        if not stopping["containers"]:
+            await newest_desired(coordinator, ws, node)  # the one the release sent
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"node {node}'s stopping containers were not let go")
+
+
 def config_for(data_dir: Path, **overrides: Any) -> CoordinatorConfig:
     settings: dict[str, Any] = {
         "host": "127.0.0.1",
@@ -156,8 +191,10 @@ def config_for(data_dir: Path, **overrides: Any) -> CoordinatorConfig:
     return CoordinatorConfig(**(settings | overrides))
 
 
-async def start(config: CoordinatorConfig) -> tuple[web.AppRunner, str]:
-    app = make_app(config)
+async def start(
+    config: CoordinatorConfig, *, failures: FailureBook | None = None
+) -> tuple[web.AppRunner, str]:
+    app = make_app(config, failures=failures)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port)

@@ -20,6 +20,7 @@ from tests.coordinator.conftest import (
     hello,
     receive_frame,
     register,
+    report_caught_up,
     start,
 )
 
@@ -202,9 +203,16 @@ async def test_deleting_a_container_stops_it_and_a_stand_in_keeps_the_count(
     desired = await next_desired(ws)
     assert sorted(c["id"] for c in desired["containers"]) == sorted([second, stand_in])
     listed = (await call(cluster, "GET", f"{DEPLOYMENTS}/web"))[1]["containers"]
+    states = {v["record"]["id"]: v["state"] for v in listed}
+    assert sorted(states) == sorted([first, second, stand_in])
+    assert states[first] == "stopping"  # held until the agent reports it gone
+    await report_caught_up(cluster, ws)
+    listed = (await call(cluster, "GET", f"{DEPLOYMENTS}/web"))[1]["containers"]
     assert sorted(v["record"]["id"] for v in listed) == sorted([second, stand_in])
-    # Only scaling lowers the count: the freed half core then takes a new container.
+    # Only scaling lowers the count: once its agent removed the one scaled away, the
+    # freed half core takes a new container.
     assert (await call(cluster, "POST", f"{DEPLOYMENTS}/web/scale", {"count": 1}))[0] == 200
+    await report_caught_up(cluster, ws)
     assert (await call(cluster, "POST", DEPLOYMENTS, spec("again", count=3)))[0] == 201
     await ws.close()
 

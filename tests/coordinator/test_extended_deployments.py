@@ -14,6 +14,7 @@ from tests.coordinator.conftest import (
     hello,
     inventory,
     receive_frame,
+    report_caught_up,
 )
 
 FPGA = "example.com/fpga"
@@ -150,6 +151,12 @@ async def test_scaling_up_takes_free_units_and_deleting_gives_them_back(
     status, refused = await call(cluster, "POST", f"{DEPLOYMENTS}/fpga/scale", {"count": 4})
     assert (status, refused["error"]["code"]) == (409, "insufficient_devices"), refused
     assert (await call(cluster, "DELETE", f"{DEPLOYMENTS}/fpga"))[0] == 200
+    # Stopping, they hold their units until the agent reports them gone.
+    allocation = await cluster.get_json("/v1/nodes/node-a/allocation")
+    assert allocation["extended_used"] == {FPGA: 3}
+    status, refused = await call(cluster, "POST", DEPLOYMENTS, spec("again", 1, {FPGA: 3}))
+    assert (status, refused["error"]["code"]) == (409, "insufficient_devices"), refused
+    await report_caught_up(cluster, ws)
     allocation = await cluster.get_json("/v1/nodes/node-a/allocation")
     assert allocation["extended_used"] == {}
     assert (await call(cluster, "POST", DEPLOYMENTS, spec("again", 1, {FPGA: 3})))[0] == 201
@@ -170,10 +177,13 @@ async def test_a_drained_nodes_containers_move_only_to_nodes_with_free_units(
     assert first["record"]["node"] == "node-a"
     status, drained = await call(cluster, "POST", "/v1/nodes/node-a/drain")
     assert status == 200, drained
-    moved = (await cluster.get_json("/v1/containers"))["containers"]
+    listed = (await cluster.get_json("/v1/containers"))["containers"]
+    moved = [view for view in listed if view["state"] != "stopping"]
     assert [(c["record"]["node"], c["record"]["extended"]) for c in moved] == [
         ("node-c", {FPGA: 1})
     ]
+    stopping = [view["record"]["id"] for view in listed if view["state"] == "stopping"]
+    assert stopping == [first["record"]["id"]]  # on node-a until its agent removes it
     for ws in sockets:
         await ws.close()
 

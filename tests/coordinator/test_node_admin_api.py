@@ -95,8 +95,11 @@ async def test_a_cordoned_node_takes_nothing_new_and_a_drain_moves_its_container
     status, drained = await call(cluster, "POST", "/v1/nodes/node-a/drain")
     assert status == 200, drained
     assert sorted(drained["released"]) == sorted(view["record"]["id"] for view in placed)
-    moved = (await call(cluster, "GET", "/v1/containers"))[1]["containers"]
+    listed = (await call(cluster, "GET", "/v1/containers"))[1]["containers"]
+    moved = [view for view in listed if view["state"] != "stopping"]
+    stopping = [view for view in listed if view["state"] == "stopping"]
     assert [view["record"]["node"] for view in moved] == ["node-b", "node-b"]
+    assert [view["record"]["node"] for view in stopping] == ["node-a", "node-a"]
     assert sorted(drained["stand_ins"].values()) == sorted(v["record"]["id"] for v in moved)
     assert drained["placed"] == {v["record"]["id"]: "node-b" for v in moved}
     assert drained["pending"] == {}

@@ -31,6 +31,7 @@ from tests.coordinator.conftest import (
     receive_close,
     receive_frame,
 )
+from tests.coordinator.test_auth_refusals import failures
 
 NODES = ("a", "b", "n0", "n1", "n2", "n3")
 DEPLOYMENTS = f"/v1/namespaces/{NAMESPACE}/deployments"
@@ -193,6 +194,7 @@ async def test_without_a_certificate_there_is_no_upgrade_but_the_api_serves(
         )
     assert refused.value.status == 401
     assert (await secured.get_json("/v1/nodes"))["nodes"] == []
+    assert await failures(secured) == {"client_certificate": 1.0}
 
 
 async def test_a_client_certificate_is_no_node(secured: Coordinator, pki: Path) -> None:

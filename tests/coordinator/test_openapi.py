@@ -29,6 +29,7 @@ from tests.coordinator.conftest import (
     Coordinator,
     config_for,
     register,
+    report_caught_up,
 )
 
 DOCUMENT = openapi_document()
@@ -407,6 +408,7 @@ async def test_live_answers_match_the_documented_schemas(cluster: Coordinator) -
     await call("GET", DEPLOYMENTS, 200, at=ns)
     await call("GET", one, 200, at=web)
     scaled = await call("POST", one + "/scale", 200, {"count": 1}, at=web)
+    await report_caught_up(cluster, ws)  # the one scaled away is gone: its cores are free
     await call("GET", "/v1/containers", 200, query={"capacity": "in-quota"})
     await call("GET", "/v1/containers", 400, query={"colour": "red"})
     container = {"id": scaled["containers"][0]["record"]["id"]}

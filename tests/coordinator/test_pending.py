@@ -13,7 +13,14 @@ from typing import Any
 import aiohttp
 
 from coordinator.keys import DEPLOYMENTS as SERVICE
-from tests.coordinator.conftest import NAMESPACE, Coordinator, config_for, register, start
+from tests.coordinator.conftest import (
+    NAMESPACE,
+    Coordinator,
+    config_for,
+    register,
+    report_caught_up,
+    start,
+)
 from tests.coordinator.test_deployment_api import DEPLOYMENTS, call, next_desired, spec
 
 WEB = f"{DEPLOYMENTS}/web"
@@ -21,10 +28,17 @@ NO_NODE = "needs 0.5 CPU + 64Mi on one node; no node takes containers: 1 cordone
 
 
 async def containers_of(cluster: Coordinator, path: str = WEB) -> list[dict[str, Any]]:
+    """The deployment's containers, placed and pending (not those stopping)."""
     status, view = await call(cluster, "GET", path)
     assert status == 200, view
     found: list[dict[str, Any]] = view["containers"]
-    return found
+    return [view for view in found if view["state"] != "stopping"]
+
+
+async def stopping_of(cluster: Coordinator, path: str = WEB) -> list[dict[str, Any]]:
+    status, view = await call(cluster, "GET", path)
+    assert status == 200, view
+    return [view for view in view["containers"] if view["state"] == "stopping"]
 
 
 async def placed_within(cluster: Coordinator, count: int, seconds: float = 5.0) -> None:
@@ -76,7 +90,11 @@ async def test_a_drain_with_nowhere_to_go_leaves_pending_stand_ins_placed_on_unc
     listed = (await call(cluster, "GET", "/v1/containers?state=pending"))[1]["containers"]
     assert len(listed) == 2
     assert (await next_desired(ws))["containers"] == []
+    stopping = await stopping_of(cluster)
+    assert sorted(v["record"]["id"] for v in stopping) == sorted(drained["stand_ins"])
     await assert_memory_is_the_store(cluster)
+    await report_caught_up(cluster, ws)  # the drained ones are gone from the host
+    assert await stopping_of(cluster) == []
 
     assert (await call(cluster, "POST", "/v1/nodes/node-a/uncordon"))[0] == 200
     await placed_within(cluster, 2)
@@ -128,7 +146,10 @@ async def test_pending_containers_survive_a_restart_and_are_placed_after_it(
         views = await containers_of(cluster)
         assert sorted(v["record"]["id"] for v in views) == sorted(drained["pending"])
         assert {v["state"] for v in views} == {"pending"}
+        stopping = await stopping_of(cluster)  # still held: no agent said they are gone
+        assert sorted(v["record"]["id"] for v in stopping) == sorted(drained["stand_ins"])
         ws = await register(cluster, "node-a")
+        await report_caught_up(cluster, ws)
         await call(cluster, "POST", "/v1/nodes/node-a/uncordon")
         await placed_within(cluster, 2)
         await assert_memory_is_the_store(cluster)
@@ -162,6 +183,8 @@ async def test_drains_deletes_uncordons_and_deploys_at_once_keep_every_count(
     await assert_memory_is_the_store(cluster)
     await call(cluster, "POST", "/v1/nodes/node-a/uncordon")
     await call(cluster, "POST", "/v1/nodes/node-b/uncordon")
+    for node, ws in zip(("node-a", "node-b"), sockets, strict=True):
+        await report_caught_up(cluster, ws, node)
     await cluster.app[SERVICE].schedule()
     assert cluster.app[SERVICE].all_pending() == []
     await assert_memory_is_the_store(cluster)

@@ -401,3 +401,36 @@ async def test_hellos_at_once_end_as_the_last_one_said(store: SqliteStore, clock
     assert final is not None
     assert final.inventory.hostname == "h4"
     assert await persisted(store, "n1") == final
+
+
+async def test_a_hello_the_store_cannot_record_keeps_the_node_live_until_it_can(
+    store: SqliteStore, clock: Clock
+) -> None:
+    """etcd without quorum, or a full disk: the agent reaches its leader and says hello
+    again and again, each refused by the store. Its node is not lost for that, neither
+    while the store is out nor when it is back; a lost node stays lost until a hello is
+    recorded."""
+    flaky = FlakyStore(store)
+    registry = await load(flaky, clock)
+    ready = await say_hello(registry)
+
+    flaky.failures = 10
+    for _ in range(4):
+        clock.advance(LEASE - 1)
+        with pytest.raises(StoreError):
+            await say_hello(registry)
+        assert await registry.expire_leases() == []
+    flaky.failures = 0
+    assert await registry.expire_leases() == []
+    assert registry.get("n1") == ready
+    assert await say_hello(registry) == ready
+
+    await lose(registry, clock)
+    flaky.failures = 1
+    with pytest.raises(StoreError):
+        await say_hello(registry)
+    clock.advance(LEASE)
+    assert await registry.expire_leases() == []  # no lease for a lost node
+    record = await persisted(store, "n1")
+    assert record is not None
+    assert record.state == NodeHealth.LOST

@@ -12,7 +12,7 @@ import pytest
 from coordinator.deployments import sequencer
 from coordinator.keys import DEPLOYMENTS, STORE
 from coordinator.store import StoreError, Txn, TxnResult
-from tests.coordinator.conftest import Coordinator, register
+from tests.coordinator.conftest import Coordinator, register, report_caught_up
 from tests.coordinator.test_deployment_api import call
 
 NAMESPACE = "mini"
@@ -53,7 +53,7 @@ async def assert_memory_is_the_store(cluster: Coordinator) -> None:
 async def test_thirty_deploys_at_once_to_one_node_all_commit(cluster: Coordinator) -> None:
     """Was: one 201 and 29 false 409s, 29 deployments in memory only, allocations
     leaked."""
-    await register(cluster, "node-a")
+    ws = await register(cluster, "node-a")
     names = [f"d{i}" for i in range(30)]
     answers = await deploy_all(cluster, names)
     assert [status for status, _ in answers] == [201] * 30, answers
@@ -61,6 +61,10 @@ async def test_thirty_deploys_at_once_to_one_node_all_commit(cluster: Coordinato
     path = f"/v1/namespaces/{NAMESPACE}/deployments/"
     deleted = await asyncio.gather(*(call(cluster, "DELETE", path + n) for n in names))
     assert {status for status, _ in deleted} == {200}, deleted
+    await assert_memory_is_the_store(cluster)
+    _, allocation = await call(cluster, "GET", "/v1/nodes/node-a/allocation")
+    assert len(allocation["containers"]) == 30  # stopping: held until the agent says gone
+    await report_caught_up(cluster, ws)
     await assert_memory_is_the_store(cluster)
     _, allocation = await call(cluster, "GET", "/v1/nodes/node-a/allocation")
     assert (allocation["containers"], allocation["memory_used"]) == ([], 0)

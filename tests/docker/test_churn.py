@@ -2,6 +2,8 @@
 ignore SIGTERM, each deleted and replaced at once, round after round, against a real
 coordinator and agent (one node offering every CPU of this host).
 
+Each deploy is tried again while the coordinator refuses it for room that the deleted
+containers still hold (their resources are kept until their agent reports them gone).
 Docker's own event stream is the witness that no container of a deleted deployment is
 created once its delete was answered, and that one started after the answer was already
 made before it (a start the engine had under way, which the agent cannot call back; the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +106,20 @@ def holds_only(client: docker.DockerClient, node: str, deployments: set[str]) ->
     )
 
 
+def deploy_when_room(url: str, path: str, body: dict[str, Any]) -> None:
+    """Deploy, again while the coordinator answers 409: the room may still be held by the
+    containers just deleted, until their agent reports them gone."""
+    deadline = time.monotonic() + CATCH_UP_SECONDS
+    while True:
+        try:
+            api(url, path, body)
+            return
+        except urllib.error.HTTPError as error:
+            if error.code != 409 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
 def churn(url: str, deleted: dict[str, float], client: docker.DockerClient, node: str) -> float:
     """The rounds, each deleting the last round's deployments and making new ones (their
     deletes' answer times go to ``deleted``); how long the node took to catch up after the
@@ -114,8 +131,8 @@ def churn(url: str, deleted: dict[str, float], client: docker.DockerClient, node
                 name = f"{kind}{round_ - 1}"
                 api(url, f"{path}/{name}", method="DELETE")
                 deleted[name] = time.time()
-        api(url, path, deployment(f"bound{round_}", count=1, bound=True))
-        api(url, path, deployment(f"spread{round_}", count=SPREAD, bound=False))
+        deploy_when_room(url, path, deployment(f"bound{round_}", count=1, bound=True))
+        deploy_when_room(url, path, deployment(f"spread{round_}", count=SPREAD, bound=False))
         answered = time.monotonic()
         time.sleep(ROUND_SECONDS)
     last = {f"bound{ROUNDS - 1}", f"spread{ROUNDS - 1}"}

@@ -1,6 +1,7 @@
 """Issue 17 on the real engine: a drain with nowhere to go stops the containers and
-leaves pending stand-ins (``allotctl drain`` exits 3); once the node is uncordoned the
-scheduler places the stand-ins and Docker runs them, under their own ids."""
+leaves pending stand-ins (``allotctl drain`` exits 3); the drained ones are stopping until
+the real agent reports them removed (issue 26); once the node is uncordoned the scheduler
+places the stand-ins and Docker runs them, under their own ids."""
 
 from __future__ import annotations
 
@@ -52,8 +53,14 @@ def test_drained_to_pending_then_uncordoned_the_stand_ins_run(
     head, *moves = drained.stdout.splitlines()
     assert (drained.returncode, head) == (3, f"{node} drained: moved 0, pending 2"), drained
     stand_ins = {move.split()[2] for move in moves}
-    assert {view["state"] for view in containers_json(url)} == {"pending"}
+    states = {view["record"]["id"]: view["state"] for view in containers_json(url)}
+    assert states == dict.fromkeys(placed, "stopping") | dict.fromkeys(stand_ins, "pending")
     eventually(lambda: not placed & running_ids(docker_client), f"{placed} still run")
+    # The real agent's report lets them go: their cores are free for the stand-ins.
+    eventually(
+        lambda: {view["record"]["id"] for view in containers_json(url)} == stand_ins,
+        "the drained containers were never let go",
+    )
 
     ctl(url, "uncordon", node)
     eventually(lambda: stand_ins <= running_ids(docker_client), f"{stand_ins} never ran")

@@ -110,10 +110,10 @@ def test_a_deployment_deleted_mid_swap_leaves_nothing(
         old, new, _ = swap_under_way(cluster)
         deleted = api(url, "/v1/namespaces/team-a/deployments/web", method="DELETE")
         assert deleted["containers"] == [new["id"]]  # the old one goes with it
-        assert api(url, "/v1/containers")["containers"] == []
+        shown = api(url, "/v1/containers")["containers"]
+        assert [(v["record"]["id"], v["state"]) for v in shown] == [(new["id"], "stopping")]
         assert missing(url, old["id"])
-        assert missing(url, new["id"])
-        assert allocation(url, node) == {"containers": [], "used": 0, "memory_used": 0}
+        assert allocation(url, node)["containers"] == [new["id"]]  # until the agent says gone
         until(
             lambda: (
                 not docker_ids(docker_client, old["id"])
@@ -121,6 +121,8 @@ def test_a_deployment_deleted_mid_swap_leaves_nothing(
             ),
             "a container of the deleted deployment stayed",
         )
+        until(lambda: missing(url, new["id"]), "the agent's report never let the new one go")
+        assert allocation(url, node) == {"containers": [], "used": 0, "memory_used": 0}
         # The agent's reports of the swap it was making change nothing now.
         cluster.agents[0].wait_for(r"first reconcile done|container removed", timeout=10)
         assert api(url, "/v1/containers")["containers"] == []

@@ -62,3 +62,28 @@ def test_every_delay_is_within_the_window(initial: float, cap: float, draws: lis
 
     for n, delay in enumerate(delays(backoff, len(draws))):
         assert 0 <= delay <= min(cap, initial * 2**n)
+
+
+def test_a_lower_cap_takes_effect_at_once_and_the_first_cap_stays_the_most() -> None:
+    backoff = Backoff(initial=1, cap=30, uniform=lambda: 1.0)
+    delays(backoff, 6)
+
+    backoff.cap_at(3.75)
+    assert delays(backoff, 2) == [3.75, 3.75]
+
+    backoff.cap_at(100)
+    assert delays(backoff, 1) == [30]
+
+
+@given(
+    cap=st.floats(min_value=0.01, max_value=1e6),
+    limit=st.floats(min_value=0.01, max_value=1e6),
+    attempts=st.integers(min_value=0, max_value=200),
+)
+def test_no_delay_exceeds_the_lower_of_the_two_caps(
+    cap: float, limit: float, attempts: int
+) -> None:
+    backoff = Backoff(initial=0.5, cap=cap, uniform=lambda: 1.0)
+    backoff.cap_at(limit)
+
+    assert max(delays(backoff, attempts + 1)) <= min(cap, limit)

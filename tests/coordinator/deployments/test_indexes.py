@@ -41,6 +41,7 @@ from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from shared.protocol import ContainerStatus, Status
 from tests.builders import make_inventory
+from tests.coordinator.deployments.agent_reports import agents_catch_up
 from tests.coordinator.placement.test_shared_cpu_properties import check_invariants
 
 NODES = ("n0", "n1", "n2")
@@ -85,7 +86,7 @@ operations = st.one_of(
     st.builds(Op, kind=st.just("end_swap"), pick=st.integers(0, 9), flag=st.booleans()),
     st.builds(
         Op,
-        kind=st.sampled_from(("cordon", "uncordon", "drain", "lose", "return")),
+        kind=st.sampled_from(("cordon", "uncordon", "drain", "lose", "return", "report")),
         node=st.sampled_from(NODES),
     ),
     st.builds(Op, kind=st.just("quota"), count=st.integers(0, 4)),
@@ -158,6 +159,8 @@ async def run(op: Op, service: DeploymentService, clock: list[float]) -> None:
             await service.realloc(picked.id, Delta(cpu="0.5", memory="-32Mi"))
         case "replace":
             await service.replace(picked.id, "busybox:2", None)
+        case "report":  # the node's agent ran its desired state: its stopping ones go
+            await agents_catch_up(service, [op.node])
         case "end_swap" if picked.replaces:
             outcome: Literal["done", "failed"] = "done" if op.flag else "failed"
             status = ContainerStatus(id=picked.id, state="running", replacing=outcome)
@@ -226,6 +229,8 @@ def _plain_books(books: Books) -> object:
         {
             "containers": books.containers,
             "replaced": books.replaced,
+            "stopping": books.stopping,
+            "stop_revision": books.stop_revision,
             "pending": books.pending,
             "deployments": {f"{ns}/{name}": d for (ns, name), d in books.deployments.items()},
             "cordoned": sorted(books.cordoned),
@@ -260,6 +265,7 @@ def test_a_fixed_sequence_leaves_what_it_decided(tmp_path: Path) -> None:
         Op("realloc", pick=1),
         Op("drain", node="n0"),
         Op("scale", count=1),
+        *(Op("report", node=node) for node in NODES),  # what stopped is gone
     ]
     asyncio.run(scenario(ops, tmp_path))
     assert asyncio.run(_counts(tmp_path)) == (3, 2)

@@ -15,6 +15,7 @@ from coordinator.services.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from tests.builders import make_inventory
+from tests.coordinator.deployments.agent_reports import agents_catch_up
 from tests.coordinator.deployments.test_indexes import load
 
 
@@ -32,8 +33,8 @@ def big(name: str, priority: int = 0) -> DeploymentSpec:
 async def stranded(
     directory: Path, deployments: list[tuple[str, DeploymentSpec]]
 ) -> DeploymentService:
-    """One container of each deployment, each on a node of its own, all then drained:
-    every one pending, every node cordoned."""
+    """One container of each deployment, each on a node of its own, all then drained
+    and removed by their agents: every one pending, every node cordoned."""
     store = await SqliteStore.open(directory / "allot.db")
     service = await load(store)
     registry = service._context.registry
@@ -46,6 +47,7 @@ async def stranded(
         await service.cordon(node, False)
         await service.deploy(namespace, spec)
         await service.drain(node)
+    await agents_catch_up(service, nodes)
     return service
 
 

@@ -1,0 +1,156 @@
+"""What a coordinator does with connections that never authenticate: half-header
+connections, websocket upgrades without a token, and wrong join tokens in a row.
+
+    .venv/bin/python bench/doors.py [--idle 3000] [--upgrades 2000] [--wrong 500]
+                                    [--wrong-seconds 20] [--header-timeout 2] [--wait 5]
+
+It starts a real coordinator (SQLite store in a temporary directory, on loopback), then:
+1. opens ``--idle`` connections that send half a request header and nothing more, and
+   after ``--wait`` seconds counts how many the server has closed;
+2. sends ``--upgrades`` websocket upgrades of /v1/agent without a token, reads each 401,
+   and after ``--wait`` seconds counts how many sockets the server has closed;
+3. sends ``--wrong`` upgrades with a wrong join token one after the other (for at most
+   ``--wrong-seconds``) and prints their rate, how many lines the coordinator logged
+   meanwhile, and its ``allot_auth_failures_total`` (absent before this existed).
+
+Run it with ``--header-timeout`` on a coordinator that has the setting; the default,
+``0``, passes no such flag (for a coordinator from before it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+JOIN_TOKEN = "bench-join-token-0123456789abcdef"
+API_TOKEN = "bench-api-token-0123456789abcdef"
+HALF_HEADER = b"GET /v1/nodes HTTP/1.1\r\nHost: bench\r\n"
+UPGRADE = (
+    b"GET /v1/agent HTTP/1.1\r\nHost: bench\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+    b"Sec-WebSocket-Protocol: allot.v1\r\n"
+)
+
+
+def raise_open_files() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def start(workdir: Path, header_timeout: float) -> tuple[subprocess.Popen[bytes], str, Path]:
+    log = workdir / "coordinator.log"
+    argv = [str(BIN / "allot-coordinator"), f"--data-dir={workdir}", "--port=0"]
+    if header_timeout:
+        argv.append(f"--header-timeout-seconds={header_timeout}")
+    env = {
+        "ALLOT_COORDINATOR_JOIN_TOKEN": JOIN_TOKEN,
+        "ALLOT_COORDINATOR_API_TOKENS": API_TOKEN,
+        "PATH": "/usr/bin:/bin",
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = re.search(r"coordinator listening url=(\S+)", log.read_text())
+        if found:
+            return process, found.group(1), log
+        time.sleep(0.05)
+    process.kill()
+    raise SystemExit(f"the coordinator did not start:\n{log.read_text()}")
+
+
+async def closed_by_server(reader: asyncio.StreamReader, within: float) -> bool:
+    """Whether the server closes this connection within ``within`` seconds."""
+    try:
+        async with asyncio.timeout(within):
+            while await reader.read(65536):
+                pass
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+    return True
+
+
+async def hold(host: str, port: int, request: bytes, count: int, wait: float) -> int:
+    """Open ``count`` connections that send ``request``; how many the server closed
+    within ``wait`` seconds of the last one being opened."""
+    streams = []
+    for _ in range(count):
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(request)
+        streams.append((reader, writer))
+    closed = await asyncio.gather(*(closed_by_server(r, wait) for r, _ in streams))
+    for _, writer in streams:
+        writer.close()
+    return sum(closed)
+
+
+async def wrong_tokens(host: str, port: int, count: int, seconds: float) -> tuple[int, float]:
+    """Send up to ``count`` upgrades with a wrong token, one after the other, for at most
+    ``seconds``: how many were answered, and how many a second."""
+    request = UPGRADE + b"Authorization: Bearer wrong-token-0123456789abcdef\r\n\r\n"
+    started = time.perf_counter()
+    answered = 0
+    while answered < count and time.perf_counter() - started < seconds:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(request)
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        answered += 1
+    return answered, answered / (time.perf_counter() - started)
+
+
+def auth_failures(url: str) -> str:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text: str = response.read().decode()
+    lines = [line for line in text.splitlines() if line.startswith("allot_auth_failures_total")]
+    return "; ".join(lines) or "no such metric"
+
+
+async def run(args: argparse.Namespace) -> None:
+    raise_open_files()
+    with tempfile.TemporaryDirectory() as workdir:
+        process, url, log = start(Path(workdir), args.header_timeout)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        started_at = len(log.read_text().splitlines())
+        try:
+            closed = await hold(host, int(port), HALF_HEADER, args.idle, args.wait)
+            print(f"half-header connections: {args.idle}, closed by the server: {closed}")
+            headers = UPGRADE + b"\r\n"
+            closed = await hold(host, int(port), headers, args.upgrades, args.wait)
+            print(f"upgrades without a token: {args.upgrades}, closed by the server: {closed}")
+            lines_before = len(log.read_text().splitlines())
+            answered, rate = await wrong_tokens(host, int(port), args.wrong, args.wrong_seconds)
+            logged = len(log.read_text().splitlines()) - lines_before
+            print(f"wrong join tokens: {answered} answered at {rate:,.1f}/s; log lines: {logged}")
+            print(f"metrics: {auth_failures(url)}")
+            logged = log.read_text().splitlines()[started_at:]
+            print(f"the coordinator logged {len(logged)} lines in all:", *logged, sep="\n  ")
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--idle", type=int, default=3000)
+    parser.add_argument("--upgrades", type=int, default=2000)
+    parser.add_argument("--wrong", type=int, default=500)
+    parser.add_argument("--wrong-seconds", type=float, default=20.0)
+    parser.add_argument("--header-timeout", type=float, default=0.0)
+    parser.add_argument("--wait", type=float, default=5.0)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
