@@ -213,6 +213,7 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
             started_at=state.get("StartedAt", ""),
             exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
             stop_timeout=attrs["Config"].get("StopTimeout"),
+            bound=found.get(labels.BOUND) == "true",
         ),
         namespace=found.get(labels.NAMESPACE, ""),
         deployment=found.get(labels.DEPLOYMENT, ""),

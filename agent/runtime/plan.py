@@ -93,6 +93,7 @@ class Observed:
     # Seconds it has to stop before it is killed, as set when it was made (Docker's
     # StopTimeout); None when it was made without one.
     stop_timeout: int | None = None
+    bound: bool = False  # made bound to its CPUs (``allot.bound``), not on the shared pool
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def plan(
 ) -> list[Work]:
     swaps = swaps or Swaps()
     retries = retries or Retries()
-    targets = target_settings(desired, host)
+    targets = target_settings(desired, host, still_bound(desired, observed, host))
     by_id: dict[str, list[Observed]] = defaultdict(list)
     for container in observed:
         if container.id and container.state != "removing":  # no allot.id: not ours
@@ -278,9 +279,13 @@ def _epoch(stamp: str) -> float | None:
     return whole + float(found[2] or 0)
 
 
-def target_settings(desired: Mapping[str, DesiredContainer], host: Host) -> dict[str, Settings]:
-    """Each desired container's settings, shared-pool containers on the current pool."""
-    pool = docker_cpuset(shared_pool(desired.values(), host))
+def target_settings(
+    desired: Mapping[str, DesiredContainer], host: Host, leaving: CpuSet | None = None
+) -> dict[str, Settings]:
+    """Each desired container's settings, shared-pool containers on the current pool,
+    which also leaves out the CPUs of bound containers still running that are no longer
+    desired (``leaving``, from ``still_bound``)."""
+    pool = docker_cpuset(shared_pool(desired.values(), host, leaving or CpuSet()))
     return {
         container_id: host.settings(
             msgspec.structs.replace(container.limits, cpuset_cpus=pool)
@@ -291,11 +296,26 @@ def target_settings(desired: Mapping[str, DesiredContainer], host: Host) -> dict
     }
 
 
-def shared_pool(desired: Iterable[DesiredContainer], host: Host) -> CpuSet:
-    """The offered CPUs no bound container uses; all of them when that leaves none. A
-    refused bound container still counts: the coordinator gave it those CPUs, and one
-    already running (say, its GPU went away) keeps running on them."""
-    bound = CpuSet()
+def still_bound(
+    desired: Mapping[str, DesiredContainer], observed: Iterable[Observed], host: Host
+) -> CpuSet:
+    """The CPUs of bound containers no longer desired that still run: until they are gone
+    the coordinator keeps their CPUs for them, and the shared pool stays off them."""
+    cpus = CpuSet()
+    for container in observed:
+        running = container.state in ("running", "restarting", "paused")
+        if container.bound and running and container.id not in desired:
+            cpus |= host.settings(container.limits).cpuset_cpus
+    return cpus
+
+
+def shared_pool(
+    desired: Iterable[DesiredContainer], host: Host, leaving: CpuSet | None = None
+) -> CpuSet:
+    """The offered CPUs no bound container uses (nor ``leaving``); all of them when that
+    leaves none. A refused bound container still counts: the coordinator gave it those
+    CPUs, and one already running (say, its GPU went away) keeps running on them."""
+    bound = CpuSet(leaving or ())
     for container in desired:
         if not container.shared_pool:
             bound |= CpuSet.parse(container.limits.cpuset_cpus) & host.offered

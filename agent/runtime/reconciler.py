@@ -59,6 +59,7 @@ from agent.runtime.plan import (
     plan,
     restarted,
     shared_pool,
+    still_bound,
     target_settings,
     tries,
 )
@@ -120,6 +121,7 @@ class _Pass:
     errors: dict[str, str] = field(default_factory=dict)
     actions: int = 0
     engine_down: str = ""  # the engine stopped answering during the pass
+    held: bool = False  # a bound container still waits for its CPUs at the end
 
 
 class Runtime:
@@ -158,7 +160,6 @@ class Runtime:
         self._wake = asyncio.Event()
         self._removals_at_once = asyncio.Semaphore(REMOVALS_AT_ONCE)
         self._removing: dict[str, asyncio.Task[None]] = {}  # Docker id -> its removal
-        self._removal_failed: dict[str, str] = {}  # Docker id -> why its last removal failed
         # Docker ids removed that the last observation may still show: not removed twice.
         self._removed: set[str] = set()
         self._report = self._build_report()
@@ -283,6 +284,7 @@ class Runtime:
                 work = [replace(one, problem=step.held.get(one.id, one.problem)) for one in work]
                 self._remove_in_background(step)
                 if not step.works:
+                    outcome.held = bool(step.held)
                     break
                 acted = list(step.works)
                 await self._carry_out(acted, outcome)
@@ -325,6 +327,13 @@ class Runtime:
         self._observed = observed
         await self._publish()
 
+    def _targets(
+        self, desired: dict[str, DesiredContainer], observed: list[Inspected]
+    ) -> dict[str, Settings]:
+        """As the planner sees them: the pool also off the CPUs of leaving bound ones."""
+        seen = [one.observed for one in observed]
+        return target_settings(desired, self.host, still_bound(desired, seen, self.host))
+
     def _plan(self, desired: dict[str, DesiredContainer], observed: list[Inspected]) -> list[Work]:
         swaps = self._swaps(desired)
         seen = [one.observed for one in observed]
@@ -342,7 +351,7 @@ class Runtime:
         container runs on them that is not to stay there: one no longer desired (until
         it is removed) or one whose CPUs change (a shared-pool container, until it is
         updated); a container already where it is to be never holds one up."""
-        targets = target_settings(desired, self.host)
+        targets = self._targets(desired, observed)
         leaving: dict[str, CpuSet] = {}
         for one in observed:
             if one.observed.state not in RUNNING_STATES:
@@ -374,11 +383,9 @@ class Runtime:
                 if container_id in (self._desired or {}):
                     return
                 await self._act(container_id, removal)
-            self._removal_failed.pop(removal.docker_id, None)
             self._removed.add(removal.docker_id)
             self._wake.set()
         except DockerRefused as error:
-            self._removal_failed[removal.docker_id] = str(error)
             log.warning("container not removed", id=container_id, reason=str(error))
         except EngineUnavailable:
             pass  # the next pass finds the engine down and says so
@@ -598,7 +605,7 @@ class Runtime:
 
     def _settle(self, desired: dict[str, DesiredContainer], revision: int, outcome: _Pass) -> None:
         """Record what now matches: settings as applied, revisions as reached."""
-        targets = target_settings(desired, self.host)
+        targets = self._targets(desired, self._observed)
         for one in self._observed:
             container_id = one.observed.id
             target = targets.get(container_id)
@@ -617,8 +624,12 @@ class Runtime:
         for kept in per_container:
             for container_id in kept.keys() - desired.keys():
                 del kept[container_id]
-        # Applied once nothing failed and no removal is still under way or failed.
-        if not outcome.errors and not self._removing and not self._removal_failed:
+        # Applied once the pass's own work went through, none of it still waiting for
+        # CPUs. Removals may still be under way (or failed): a container being removed
+        # stays in the report until it is gone, which is what the coordinator waits for
+        # before it frees what it held, so one slow stop does not hold up the release of
+        # the others.
+        if not outcome.errors and not outcome.held:
             self._applied_revision = revision
 
     def _engine_down(self, reason: str) -> None:
@@ -700,6 +711,10 @@ class Runtime:
                 )
         return [statuses[key] for key in sorted(statuses)]
 
+    def _pool(self, desired: dict[str, DesiredContainer]) -> CpuSet:
+        seen = [one.observed for one in self._observed]
+        return shared_pool(desired.values(), self.host, still_bound(desired, seen, self.host))
+
     def _state(self, report: Status) -> AgentState:
         desired = self._desired
         return AgentState(
@@ -709,7 +724,7 @@ class Runtime:
             docker=self._docker_problem or "up",
             desired_revision=self.desired_revision,
             applied_revision=report.applied_revision,
-            shared_pool=str(shared_pool((desired or {}).values(), self.host)),
+            shared_pool=str(self._pool(desired or {})),
             last_reconcile=self._last_pass,
             problems=report.problems,
             containers=report.containers,

@@ -39,6 +39,7 @@ from agent.runtime.plan import (
     refusal,
     restarted,
     shared_pool,
+    still_bound,
     target_settings,
     tries,
 )
@@ -145,6 +146,21 @@ def test_a_desired_records_stop_timeout_wins_over_the_one_it_was_made_with() -> 
     kept = replace(observed(before), stop_timeout=30)
     (work,) = plan(by_id(changed), [kept], {}, HOST)
     assert work.actions[0] == Remove("d1", "spec changed", 2)
+
+
+def test_the_pool_stays_off_a_leaving_bound_containers_cpus_until_it_is_gone() -> None:
+    pooled = desired("pooled", shared_pool=True)
+    leaving = replace(
+        observed(desired("old", limits=Limits(cpuset_cpus="2-3")), docker_id="d8"), bound=True
+    )
+    running_pooled = observed(pooled, limits=Limits(cpuset_cpus="0-1,4-7"))
+    assert still_bound(by_id(pooled), [leaving, running_pooled], HOST) == CpuSet.parse("2-3")
+    work = plan(by_id(pooled), [leaving, running_pooled], {}, HOST)
+    assert work == [Work("old", (Remove("d8", "no longer desired"),))]  # the pool unchanged
+    gone = plan(by_id(pooled), [running_pooled], {}, HOST)
+    (update,) = actions(gone)
+    assert isinstance(update, Update)
+    assert update.settings.cpuset_cpus == CpuSet.parse("0-7")
 
 
 def test_every_copy_of_an_undesired_id_is_removed() -> None:
