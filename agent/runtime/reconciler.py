@@ -354,8 +354,8 @@ class Runtime:
         targets = self._targets(desired, observed)
         leaving: dict[str, CpuSet] = {}
         for one in observed:
-            if one.observed.state not in RUNNING_STATES:
-                continue
+            if not one.observed.id or one.observed.state not in RUNNING_STATES:
+                continue  # not allot's (it never leaves), or not running
             cpus = self.host.settings(one.observed.limits).cpuset_cpus
             target = targets.get(one.observed.id)
             if target is None or target.cpuset_cpus != cpus:
