@@ -70,7 +70,12 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
         float, Meta(gt=0, description="longest time between two full reconciles")
     ] = 10.0
     stop_timeout_seconds: Annotated[
-        int, Meta(ge=0, description="grace between SIGTERM and SIGKILL when removing a container")
+        int,
+        Meta(
+            ge=0,
+            description="grace between SIGTERM and SIGKILL for a container whose desired"
+            " record sets none (a deployment's stop_timeout_seconds wins)",
+        ),
     ] = 10
     replace_settle_seconds: Annotated[
         float,

@@ -121,6 +121,7 @@ def deployment_details(body: bytes) -> str:
             ("pool", spec.pool or "- (the namespace's)"),
             ("priority", spec.priority),
             ("restart policy", spec.restart_policy),
+            ("stop timeout", f"{spec.stop_timeout_seconds}s"),
             ("env", pairs(spec.env)),
             ("labels", pairs(spec.labels)),
             ("created", f"{timestamp(deployment.created)} ({age(deployment.created)} ago)"),

@@ -38,6 +38,7 @@ SPEC_FLAGS = (
     "pool",
     "priority",
     "restart_policy",
+    "stop_timeout_seconds",
 )
 RESOURCE_FLAGS = ("cpu", "memory", "cpu_limit", "memory_limit")
 # A realloc's signed changes, and the switches it may flip.
@@ -56,6 +57,7 @@ def _flag(field: str) -> str:
 DEPLOY_FLAGS = {
     **{f"$.{field}": _flag(field) for field in SPEC_FLAGS},
     **{f"$.resources.{field}": _flag(field) for field in RESOURCE_FLAGS},
+    "$.stop_timeout_seconds": "--stop-timeout",  # shorter than the field's name
     "$.resources": "--cpu",  # the one field resources must have
     "$.resources.extended": "--extended",
     "cpu_request": "--cpu",
@@ -111,6 +113,13 @@ def deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool", help="default: the namespace's pool")
     parser.add_argument("--priority", type=int)
     parser.add_argument("--restart-policy", choices=RESTART_POLICIES)
+    parser.add_argument(
+        "--stop-timeout",
+        dest="stop_timeout_seconds",
+        type=int,
+        metavar="SECONDS",
+        help="seconds a container has to stop on SIGTERM before it is killed (default 10)",
+    )
     parser.add_argument(
         "--extended",
         action="append",

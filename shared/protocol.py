@@ -55,6 +55,11 @@ SwapState = Literal["", "pending", "done", "failed"]
 # Seconds since 1970 on the agent's clock, 0 when it does not say; an event's time, so no
 # NaN, infinity, or date before 1970 or after the year 2500.
 UnixTime = Annotated[float, Meta(ge=0, le=16_725_225_600)]
+# How long a container has to stop on SIGTERM before it is killed, as Docker's own
+# default (10 s) and bounded so a typo cannot hold a node's removals for days.
+DEFAULT_STOP_TIMEOUT_SECONDS = 10
+MAX_STOP_TIMEOUT_SECONDS = 3600
+StopTimeout = Annotated[int, Meta(ge=0, le=MAX_STOP_TIMEOUT_SECONDS)]
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -97,6 +102,9 @@ class DesiredContainer(msgspec.Struct, frozen=True, kw_only=True):
     # The id of a container on this node that this one replaces (placement spec 10): the
     # agent stops that one, starts this one, and reports how the swap went in `replacing`.
     replaces: str = ""
+    # Seconds it has to stop before it is killed, its deployment's; None (from a
+    # coordinator that does not send it) means the agent's own stop_timeout_seconds.
+    stop_timeout_seconds: StopTimeout | None = None
 
 
 AttemptOutcome = Literal["restarted", "failed"]
@@ -118,7 +126,8 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     id: Name
     # As Docker reports it (created, running, exited, ...), or, for a desired container
     # Docker does not hold: missing (not made yet), refused (the agent will not make it),
-    # failed (the engine refused to make it; ``error`` says why).
+    # failed (the engine refused to make it; ``error`` says why), waiting (bound to CPUs
+    # another container is still leaving; ``error`` names it).
     state: Name
     namespace: Name = ""
     deployment: Name = ""

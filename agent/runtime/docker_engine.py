@@ -3,12 +3,15 @@ run in a bounded thread pool so the event loop never waits on Docker.
 
     engine = DockerEngine.connect(node="n1", base_url="", timeout=30.0)
     observed = await engine.observe()            # this node's containers, inspected
-    await engine.create_and_start(container, settings)
+    docker_id = await engine.create(container, settings, stop_timeout=10)
+    await engine.start(docker_id)
     await engine.update(docker_id, settings)
-    await engine.remove(docker_id)
+    await engine.remove(docker_id, stop_timeout=10)
 
 An engine that cannot be reached raises ``EngineUnavailable``; the engine refusing one
-call (a missing image, a bad setting) raises ``DockerRefused`` with its explanation.
+call (a missing image, a bad setting) raises ``DockerRefused`` with its explanation. A
+create or start given a ``gate`` is sent only if the gate still says yes once a thread
+is free to send it; else it raises ``NotWanted``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ API_VERSION = "1.41"
 GPU_CAPABILITIES = [["gpu"]]  # what `docker run --gpus device=...` asks for
 NO_RESERVATION = -1  # what an update takes to remove a memory reservation (Docker 20.10)
 
+# Threads for the SDK's blocking calls, and as many connections to the engine. A stop
+# holds one for up to its stop timeout, so there is room for the runtime's concurrent
+# removals (reconciler.REMOVALS_AT_ONCE) and still threads for creates, starts and
+# inspects beside them.
+WORKERS = 24
+
 T = TypeVar("T")
 
 
@@ -47,6 +56,20 @@ class EngineUnavailable(Exception):
 
 class DockerRefused(Exception):
     """The engine answered one call with an error."""
+
+
+class NotWanted(Exception):
+    """A create or start was not made: its gate said no, right before the call."""
+
+
+# Asked on the worker thread right before a create or start is sent to the engine, after
+# any wait for a free thread, so it must only read (the runtime looks the container up in
+# the desired state it holds, a dict replaced whole, never changed in place).
+Gate = Callable[[], bool]
+
+
+def _always() -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -61,7 +84,7 @@ class Inspected:
 
 
 class DockerEngine:
-    def __init__(self, client: docker.DockerClient, node: str, *, workers: int = 4) -> None:
+    def __init__(self, client: docker.DockerClient, node: str, *, workers: int = WORKERS) -> None:
         self.client = client
         self.node = node
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="docker")
@@ -70,9 +93,11 @@ class DockerEngine:
     def connect(cls, *, node: str, base_url: str, timeout: int) -> DockerEngine:
         """A client for ``base_url`` (or DOCKER_HOST, or the local socket); makes no call."""
         if base_url:
-            client = docker.DockerClient(base_url=base_url, version=API_VERSION, timeout=timeout)
+            client = docker.DockerClient(
+                base_url=base_url, version=API_VERSION, timeout=timeout, max_pool_size=WORKERS
+            )
         else:
-            client = docker.from_env(version=API_VERSION, timeout=timeout)
+            client = docker.from_env(version=API_VERSION, timeout=timeout, max_pool_size=WORKERS)
         return cls(client, node)
 
     def close(self) -> None:
@@ -87,7 +112,17 @@ class DockerEngine:
         found = await asyncio.gather(*(self._inspect(s["Id"]) for s in summaries))
         return [one for one in found if one is not None]
 
-    async def create_and_start(self, container: DesiredContainer, settings: Settings) -> str:
+    async def create(
+        self,
+        container: DesiredContainer,
+        settings: Settings,
+        *,
+        stop_timeout: int,
+        gate: Gate = _always,
+    ) -> str:
+        """Create the container (not started), with the seconds it has to stop before it
+        is killed kept by Docker (its StopTimeout: a removal after an agent restart still
+        knows it); its Docker id."""
         api = self.client.api
         host_config = api.create_host_config(
             **_settings_arguments(settings),
@@ -97,19 +132,21 @@ class DockerEngine:
             device_requests=device_requests(container.gpus) or None,
         )
         created = await self._call(
+            _gated,
+            gate,
             api.create_container,
             container.image,
             command=container.command or None,
             environment=container.env,
             labels=labels.labels_for(container, self.node),
             host_config=host_config,
+            stop_timeout=stop_timeout,
         )
         docker_id: str = created["Id"]
-        await self._call(api.start, docker_id)
         return docker_id
 
-    async def start(self, docker_id: str) -> None:
-        await self._call(self.client.api.start, docker_id)
+    async def start(self, docker_id: str, *, gate: Gate = _always) -> None:
+        await self._call(_gated, gate, self.client.api.start, docker_id)
 
     async def update(self, docker_id: str, settings: Settings) -> None:
         await self._call(self.client.api.update_container, docker_id, **_update_arguments(settings))
@@ -175,6 +212,8 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
             created=attrs.get("Created", ""),
             started_at=state.get("StartedAt", ""),
             exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
+            stop_timeout=attrs["Config"].get("StopTimeout"),
+            bound=found.get(labels.BOUND) == "true",
         ),
         namespace=found.get(labels.NAMESPACE, ""),
         deployment=found.get(labels.DEPLOYMENT, ""),
@@ -204,6 +243,12 @@ def _update_arguments(settings: Settings) -> dict[str, Any]:
     reservation at 0 is sent as -1, which takes one away."""
     reservation = settings.mem_reservation or NO_RESERVATION
     return _settings_arguments(settings) | {"mem_reservation": reservation}
+
+
+def _gated(gate: Gate, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    if not gate():
+        raise NotWanted(getattr(function, "__name__", "call"))
+    return function(*args, **kwargs)
 
 
 def _translated(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -21,6 +21,7 @@ NODE = "allot.node"
 NAMESPACE = "allot.namespace"
 DEPLOYMENT = "allot.deployment"
 SPEC = "allot.spec"
+BOUND = "allot.bound"  # "true" on a container bound to its CPUs: it keeps them until gone
 
 
 def labels_for(container: DesiredContainer, node: str) -> dict[str, str]:
@@ -31,6 +32,7 @@ def labels_for(container: DesiredContainer, node: str) -> dict[str, str]:
         NAMESPACE: container.namespace,
         DEPLOYMENT: container.deployment,
         SPEC: spec_digest(container),
+        **({} if container.shared_pool else {BOUND: "true"}),
     }
 
 

@@ -90,6 +90,10 @@ class Observed:
     created: str  # Docker's Created timestamp (ISO 8601, so it sorts as text)
     started_at: str = ""  # Docker's StartedAt (ISO 8601, UTC)
     exit_code: int | None = None  # once it exited (None for a dead one that does not say)
+    # Seconds it has to stop before it is killed, as set when it was made (Docker's
+    # StopTimeout); None when it was made without one.
+    stop_timeout: int | None = None
+    bound: bool = False  # made bound to its CPUs (``allot.bound``), not on the shared pool
 
 
 @dataclass(frozen=True)
@@ -121,12 +125,14 @@ class Update:
 class Stop:
     docker_id: str
     reason: str
+    stop_timeout: int | None = None  # seconds before it is killed; None: the agent's default
 
 
 @dataclass(frozen=True)
 class Remove:
     docker_id: str
     reason: str
+    stop_timeout: int | None = None  # seconds before it is killed; None: the agent's default
 
 
 Action = Create | Start | Update | Stop | Remove
@@ -183,7 +189,7 @@ def plan(
 ) -> list[Work]:
     swaps = swaps or Swaps()
     retries = retries or Retries()
-    targets = target_settings(desired, host)
+    targets = target_settings(desired, host, still_bound(desired, observed, host))
     by_id: dict[str, list[Observed]] = defaultdict(list)
     for container in observed:
         if container.id and container.state != "removing":  # no allot.id: not ours
@@ -196,12 +202,12 @@ def plan(
             if container_id in replaced:
                 continue  # its replacing container's swap decides
             leftovers = _keeper_first(by_id[container_id])
-            removals = tuple(Remove(c.docker_id, "no longer desired") for c in leftovers)
+            removals = tuple(_remove(None, c, "no longer desired") for c in leftovers)
             work.append(Work(container_id, removals))
             continue
         ranked = _keeper_first(by_id[container_id])
         kept, extra = (ranked[0], ranked[1:]) if ranked else (None, [])
-        duplicates = tuple(Remove(c.docker_id, "duplicate") for c in extra)
+        duplicates = tuple(_remove(wanted, c, "duplicate") for c in extra)
         one = _work_for(
             wanted, kept, targets[container_id], applied.get(container_id), host, retries
         )
@@ -225,7 +231,7 @@ def _swap(
     if failed is None and new is not None and new.state in ("exited", "dead", "restarting"):
         failed = f"it did not keep running ({new.state})"
     if failed is not None:
-        gone = (Remove(new.docker_id, "replace failed"),) if new is not None else ()
+        gone = (_remove(wanted, new, "replace failed"),) if new is not None else ()
         down = old is not None and old.state != "running"
         back = (Start(old.docker_id, "its replacement failed"),) if old and down else ()
         return (
@@ -234,15 +240,30 @@ def _swap(
         )
     if new is None:
         if old is not None and old.state == "running":
-            return Work(wanted.id), Work(old_id, (Stop(old.docker_id, f"replaced by {wanted.id}"),))
+            return Work(wanted.id), Work(old_id, (_stop(old, f"replaced by {wanted.id}"),))
         return usual, Work(old_id)
     ran = _epoch(new.started_at)
     settled = new.state == "running" and ran is not None and swaps.now - ran >= swaps.settle_seconds
     if settled and old is not None:
-        return usual, Work(old_id, (Remove(old.docker_id, f"replaced by {wanted.id}"),))
+        return usual, Work(old_id, (_remove(None, old, f"replaced by {wanted.id}"),))
     if old is not None and old.state == "running":
-        return usual, Work(old_id, (Stop(old.docker_id, f"replaced by {wanted.id}"),))
+        return usual, Work(old_id, (_stop(old, f"replaced by {wanted.id}"),))
     return usual, Work(old_id)
+
+
+def _remove(wanted: DesiredContainer | None, container: Observed, reason: str) -> Remove:
+    """The removal of ``container``, given the time to stop that its desired record says,
+    or else the one it was made with."""
+    timeout = wanted.stop_timeout_seconds if wanted is not None else None
+    return Remove(container.docker_id, reason, _or(timeout, container.stop_timeout))
+
+
+def _stop(container: Observed, reason: str) -> Stop:
+    return Stop(container.docker_id, reason, container.stop_timeout)
+
+
+def _or(first: int | None, second: int | None) -> int | None:
+    return second if first is None else first
 
 
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?Z")
@@ -258,9 +279,13 @@ def _epoch(stamp: str) -> float | None:
     return whole + float(found[2] or 0)
 
 
-def target_settings(desired: Mapping[str, DesiredContainer], host: Host) -> dict[str, Settings]:
-    """Each desired container's settings, shared-pool containers on the current pool."""
-    pool = docker_cpuset(shared_pool(desired.values(), host))
+def target_settings(
+    desired: Mapping[str, DesiredContainer], host: Host, leaving: CpuSet | None = None
+) -> dict[str, Settings]:
+    """Each desired container's settings, shared-pool containers on the current pool,
+    which also leaves out the CPUs of bound containers still running that are no longer
+    desired (``leaving``, from ``still_bound``)."""
+    pool = docker_cpuset(shared_pool(desired.values(), host, leaving or CpuSet()))
     return {
         container_id: host.settings(
             msgspec.structs.replace(container.limits, cpuset_cpus=pool)
@@ -271,11 +296,26 @@ def target_settings(desired: Mapping[str, DesiredContainer], host: Host) -> dict
     }
 
 
-def shared_pool(desired: Iterable[DesiredContainer], host: Host) -> CpuSet:
-    """The offered CPUs no bound container uses; all of them when that leaves none. A
-    refused bound container still counts: the coordinator gave it those CPUs, and one
-    already running (say, its GPU went away) keeps running on them."""
-    bound = CpuSet()
+def still_bound(
+    desired: Mapping[str, DesiredContainer], observed: Iterable[Observed], host: Host
+) -> CpuSet:
+    """The CPUs of bound containers no longer desired that still run: until they are gone
+    the coordinator keeps their CPUs for them, and the shared pool stays off them."""
+    cpus = CpuSet()
+    for container in observed:
+        running = container.state in ("running", "restarting", "paused")
+        if container.bound and running and container.id not in desired:
+            cpus |= host.settings(container.limits).cpuset_cpus
+    return cpus
+
+
+def shared_pool(
+    desired: Iterable[DesiredContainer], host: Host, leaving: CpuSet | None = None
+) -> CpuSet:
+    """The offered CPUs no bound container uses (nor ``leaving``); all of them when that
+    leaves none. A refused bound container still counts: the coordinator gave it those
+    CPUs, and one already running (say, its GPU went away) keeps running on them."""
+    bound = CpuSet(leaving or ())
     for container in desired:
         if not container.shared_pool:
             bound |= CpuSet.parse(container.limits.cpuset_cpus) & host.offered
@@ -371,7 +411,7 @@ def _anew(
     wanted: DesiredContainer, kept: Observed, target: Settings, why: str
 ) -> tuple[Action, ...]:
     """Remove ``kept`` and make the container anew: a new Docker container (a new id)."""
-    remove = Remove(kept.docker_id, f"to be made anew: {why}")
+    remove = _remove(wanted, kept, f"to be made anew: {why}")
     return (remove, Create(wanted, target, recreated=why))
 
 
@@ -399,7 +439,7 @@ def _creation(
     if why_not:
         return Work(wanted.id, problem=why_not)
     if kept is not None:
-        return Work(wanted.id, (Remove(kept.docker_id, "spec changed"), Create(wanted, target)))
+        return Work(wanted.id, (_remove(wanted, kept, "spec changed"), Create(wanted, target)))
     if applied is None:
         return Work(wanted.id, (Create(wanted, target),))
     create = Create(wanted, target, recreated=REMOVED_OUTSIDE)

@@ -39,6 +39,7 @@ _ON_ITS_WAY = {
     "created": "created, being started",
     "restarting": "being started again",
     "removing": "being made anew",
+    "waiting": "waiting for its CPUs: another container is still leaving them",
 }
 
 

@@ -119,6 +119,7 @@ def container_of(
         env=dict(spec.env),
         labels=dict(spec.labels),
         restart_policy=spec.restart_policy,
+        stop_timeout_seconds=spec.stop_timeout_seconds,
         cpu_bind=spec.cpu_bind,
         requests=quota_requests(spec),
         priority=spec.priority,
@@ -162,4 +163,5 @@ def desired_container(record: ContainerRecord) -> DesiredContainer:
         gpus=record.gpus,
         extended=record.extended,
         replaces=record.replaces,
+        stop_timeout_seconds=record.stop_timeout_seconds,
     )

@@ -387,6 +387,7 @@ BATCH_SPEC: dict[str, Any] = {
     "env": {"MODE": "nightly"},
     "restart_policy": "on-failure",
     "priority": 5,
+    "stop_timeout_seconds": 30,
 }
 FPGA_SPEC: dict[str, Any] = {
     "name": "decode",
@@ -426,6 +427,7 @@ def _container(container_id: str, capacity: str) -> dict[str, Any]:
             "capacity": capacity,
             "limits": _LIMITS,
             "history": [{"at": CREATED, "event": "placed", "detail": "on node-a"}],
+            "stop_timeout_seconds": 10,
         },
         "state": "starting",
         "observed": None,
@@ -499,6 +501,7 @@ _DEPLOYMENT_RECORD: dict[str, Any] = {
         "pool": "",
         "priority": 0,
         "restart_policy": "always",
+        "stop_timeout_seconds": 10,
     },
     "created": CREATED,
 }

@@ -42,6 +42,9 @@ class ContainerRecord(msgspec.Struct, frozen=True, kw_only=True):
     # ``replaced_by`` it and holds no allocation until the swap is done or has failed.
     replaces: str = ""
     replaced_by: str = ""
+    # Its deployment's stop timeout; None for a container stored before there was one
+    # (its agent uses its own default).
+    stop_timeout_seconds: int | None = None
     # Why a container no longer desired is stopping (deleted, drained, scaled down): its
     # node's agent removes it, and its allocation stays charged to the node until that
     # agent reports it gone, or the node is lost past its grace or deleted.

@@ -14,6 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from shared.api.containers import ContainerView
+from shared.protocol import DEFAULT_STOP_TIMEOUT_SECONDS, StopTimeout
 from shared.resource_names import Rfc1123Label
 from shared.restart_policy import DEFAULT_RESTART_POLICY, RestartPolicy
 
@@ -55,6 +56,8 @@ class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     pool: str = ""  # "" = the namespace's pool
     priority: int = 0
     restart_policy: RestartPolicy = DEFAULT_RESTART_POLICY  # see shared.restart_policy
+    # Seconds a container has to stop on SIGTERM before its node's agent kills it.
+    stop_timeout_seconds: StopTimeout = DEFAULT_STOP_TIMEOUT_SECONDS
 
 
 class DeploymentRecord(msgspec.Struct, frozen=True, kw_only=True):

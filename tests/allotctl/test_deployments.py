@@ -76,6 +76,7 @@ def test_deploy_flags_make_the_api_body() -> None:
         "deploy", "team-a", "--name", "web", "--image", "busybox", "--cpu", "0.5",
         "--memory", "64Mi", "--count", "2", "--cpu-bind", "--strategy", "each",
         "--nodes-limit", "1", "--priority", "3", "--restart-policy", "on-failure",
+        "--stop-timeout", "30",
         "--env", "A=1", "--env", "B=x=y", "--label", "tier=web", "--", "sleep", "--for", "60",
     )  # fmt: skip
     assert args.namespace == "team-a"
@@ -88,6 +89,7 @@ def test_deploy_flags_make_the_api_body() -> None:
         "nodes_limit": 1,
         "priority": 3,
         "restart_policy": "on-failure",
+        "stop_timeout_seconds": 30,
         "resources": {"cpu": "0.5", "memory": "64Mi"},
         "env": {"A": "1", "B": "x=y"},
         "labels": {"tier": "web"},
@@ -169,6 +171,7 @@ def test_a_bad_deployment_file_is_refused_saying_why(
         ["replace", "c1", "--", "sleep"],  # --image is required
         ["events", "--since", "yesterday"],
         ["events", "--colour", "red"],
+        ["deploy", "team-a", "--stop-timeout", "soon"],
     ],
 )
 def test_bad_arguments_stop_with_usage(argv: list[str]) -> None:

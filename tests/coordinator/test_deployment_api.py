@@ -89,6 +89,24 @@ async def test_a_deployment_is_placed_committed_and_pushed_to_its_node(
     await ws.close()
 
 
+async def test_the_stop_timeout_is_stored_with_the_deployment_and_sent_with_each_container(
+    cluster: Coordinator,
+) -> None:
+    ws = await register(cluster, "node-a")
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, spec(stop_timeout_seconds=2))
+    assert status == 201, answer
+    assert answer["deployment"]["spec"]["stop_timeout_seconds"] == 2
+    assert {v["record"]["stop_timeout_seconds"] for v in answer["containers"]} == {2}
+    desired = await next_desired(ws)
+    assert {c["stop_timeout_seconds"] for c in desired["containers"]} == {2}
+    status, answer = await call(cluster, "POST", DEPLOYMENTS, spec("plain", count=1))
+    assert status == 201, answer
+    assert answer["deployment"]["spec"]["stop_timeout_seconds"] == 10  # Docker's default
+    (stored,) = (await call(cluster, "GET", f"{DEPLOYMENTS}/web"))[1]["containers"][:1]
+    assert stored["record"]["stop_timeout_seconds"] == 2
+    await ws.close()
+
+
 async def test_unbound_containers_run_on_the_shared_pool_with_a_cfs_quota(
     cluster: Coordinator,
 ) -> None:
@@ -242,6 +260,9 @@ async def test_deployments_and_their_nodes_desired_state_survive_a_restart(
         (spec(resources={"cpu": "lots"}), 422, "invalid_request"),
         (spec(resources={"cpu": "0.001"}), 422, "invalid_request"),
         (spec(strategy="random"), 400, "invalid_request"),
+        (spec(stop_timeout_seconds=-1), 400, "invalid_request"),
+        (spec(stop_timeout_seconds=3601), 400, "invalid_request"),
+        (spec(stop_timeout_seconds="10s"), 400, "invalid_request"),
     ],
 )
 async def test_a_bad_deployment_is_refused_and_changes_nothing(

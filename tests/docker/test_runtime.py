@@ -70,6 +70,7 @@ async def test_a_desired_state_is_created_with_every_limit(
         "allot.node": node,
         "allot.namespace": "team-a",
         "allot.deployment": "web",
+        "allot.bound": "true",  # bound to its CPUs, which it keeps until it is gone
     }
     started = logged(runtime_log, "container started")
     assert {"id": "bound-a", "cpuset": HIGH, "cpu_shares": 717, "cpu_quota": -1, "mem": "64Mi"} in [

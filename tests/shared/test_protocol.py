@@ -254,6 +254,25 @@ def test_a_desired_container_carries_its_identity_pool_and_restart_policy() -> N
     assert frame.containers == [DesiredContainer(**container)]
 
 
+def test_a_desired_container_carries_its_stop_timeout_and_an_older_one_none() -> None:
+    timed = {"id": "c-8", "image": "busybox", "stop_timeout_seconds": 2}
+    older = {"id": "c-9", "image": "busybox"}  # from a coordinator without the field
+    data = packb({"type": "desired", "revision": 3, "full": True, "containers": [timed, older]})
+    frame = decode_from_coordinator(data)
+    assert isinstance(frame, Desired)
+    assert [c.stop_timeout_seconds for c in frame.containers] == [2, None]
+
+
+@pytest.mark.parametrize("timeout", [-1, 3601, "10", 2.5])
+def test_a_stop_timeout_out_of_bounds_is_an_invalid_frame(timeout: object) -> None:
+    container = {"id": "c-10", "image": "busybox", "stop_timeout_seconds": timeout}
+    data = packb({"type": "desired", "revision": 3, "full": True, "containers": [container]})
+    with pytest.raises(ProtocolError) as raised:
+        decode_from_coordinator(data)
+    assert raised.value.code == "invalid_frame"
+    assert "stop_timeout_seconds" in raised.value.message
+
+
 def test_an_unknown_restart_policy_is_an_invalid_frame() -> None:
     container = {"id": "c-7", "image": "busybox", "restart_policy": "sometimes"}
     data = packb({"type": "desired", "revision": 3, "full": True, "containers": [container]})

@@ -39,6 +39,7 @@ from agent.runtime.plan import (
     refusal,
     restarted,
     shared_pool,
+    still_bound,
     target_settings,
     tries,
 )
@@ -131,6 +132,35 @@ def test_only_containers_needing_something_get_work() -> None:
 def test_a_container_no_longer_desired_is_removed() -> None:
     gone = observed(desired("old"), docker_id="d9")
     assert plan({}, [gone], {}, HOST) == [Work("old", (Remove("d9", "no longer desired"),))]
+
+
+def test_a_removal_takes_the_stop_timeout_the_container_was_made_with() -> None:
+    """Its desired record is gone; Docker kept the timeout (StopTimeout) at creation."""
+    gone = replace(observed(desired("old"), docker_id="d9"), stop_timeout=3)
+    assert plan({}, [gone], {}, HOST) == [Work("old", (Remove("d9", "no longer desired", 3),))]
+
+
+def test_a_desired_records_stop_timeout_wins_over_the_one_it_was_made_with() -> None:
+    before = desired("c1", stop_timeout_seconds=2)
+    changed = desired("c1", image="busybox:2", stop_timeout_seconds=2)
+    kept = replace(observed(before), stop_timeout=30)
+    (work,) = plan(by_id(changed), [kept], {}, HOST)
+    assert work.actions[0] == Remove("d1", "spec changed", 2)
+
+
+def test_the_pool_stays_off_a_leaving_bound_containers_cpus_until_it_is_gone() -> None:
+    pooled = desired("pooled", shared_pool=True)
+    leaving = replace(
+        observed(desired("old", limits=Limits(cpuset_cpus="2-3")), docker_id="d8"), bound=True
+    )
+    running_pooled = observed(pooled, limits=Limits(cpuset_cpus="0-1,4-7"))
+    assert still_bound(by_id(pooled), [leaving, running_pooled], HOST) == CpuSet.parse("2-3")
+    work = plan(by_id(pooled), [leaving, running_pooled], {}, HOST)
+    assert work == [Work("old", (Remove("d8", "no longer desired"),))]  # the pool unchanged
+    gone = plan(by_id(pooled), [running_pooled], {}, HOST)
+    (update,) = actions(gone)
+    assert isinstance(update, Update)
+    assert update.settings.cpuset_cpus == CpuSet.parse("0-7")
 
 
 def test_every_copy_of_an_undesired_id_is_removed() -> None:

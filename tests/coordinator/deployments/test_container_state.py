@@ -89,6 +89,12 @@ CASES = [
     ),
     ("paused", RECORD, seen("paused"), ("failed", "paused outside allot")),
     (
+        "waiting-for-cores",
+        RECORD,
+        seen("waiting", error="waiting for c0 to leave CPUs 3"),
+        ("starting", "waiting for its CPUs: another container is still leaving them"),
+    ),
+    (
         "replaced",
         record(replaced_by="team-a-web-2"),
         seen("exited", exit_code=0),
@@ -105,7 +111,7 @@ def test_each_state_and_its_reason(
 
 
 DOCKER_STATES = ("created", "running", "paused", "restarting", "removing", "exited", "dead")
-AGENT_STATES = ("missing", "refused", "failed")
+AGENT_STATES = ("missing", "refused", "failed", "waiting")
 
 
 @given(

@@ -1,0 +1,185 @@
+"""The churn case on real processes and the real engine: deployments of containers that
+ignore SIGTERM, each deleted and replaced at once, round after round, against a real
+coordinator and agent (one node offering every CPU of this host).
+
+Each deploy is tried again while the coordinator refuses it for room that the deleted
+containers still hold (their resources are kept until their agent reports them gone).
+Docker's own event stream is the witness that no container of a deleted deployment is
+created once its delete was answered, and that one started after the answer was already
+made before it (a start the engine had under way, which the agent cannot call back; the
+agent sends none once it knows). A sampler reads the cpusets of the running containers
+all along: no other container ever runs on a bound container's CPUs, though each new
+bound container is given CPUs that a container just deleted still runs on. The node
+catches up within a few stop timeouts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.error
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from agent.runtime.labels import DEPLOYMENT, ID, node_filter
+from shared.cpuset import CpuSet
+from tests.docker.clusters import running_cluster
+from tests.docker.conftest import IMAGE
+from tests.docker.engine_events import engine_events
+from tests.docker.runtimes import cpus
+from tests.e2e.processes import api
+
+pytestmark = pytest.mark.docker
+
+DEAF_TO_SIGTERM = ["sh", "-c", 'trap "" TERM; sleep 3600']
+STOP_TIMEOUT = 2  # the deployments' stop_timeout_seconds
+ROUNDS = 4
+ROUND_SECONDS = 1.0
+SPREAD = 5  # containers of each round's unbound deployment
+# A start the engine had under way when the delete arrived ends a little later; on this
+# shared 2-core machine Docker's start takes up to about half a second.
+START_UNDER_WAY_SECONDS = 3.0
+CATCH_UP_SECONDS = 6 * STOP_TIMEOUT  # a few stop timeouts, not minutes
+NAMESPACE = "churn"
+
+
+@dataclass
+class CoreSampler:
+    """Samples, until stopped, the CPUs of ``node``'s running containers: those of a
+    bound one must be its own."""
+
+    node: str
+    shared: list[str] = field(default_factory=list)  # each time two shared a CPU
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        client = docker.from_env(timeout=60)  # its own: the test's client is busy meanwhile
+        try:
+            while not self._stop.is_set():
+                self._sample(client)
+                self._stop.wait(0.1)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _sample(self, client: docker.DockerClient) -> None:
+        running: dict[str, CpuSet] = {}
+        for found in client.api.containers(filters=node_filter(self.node)):
+            try:
+                attrs = client.api.inspect_container(found["Id"])
+            except docker.errors.NotFound:
+                continue
+            if attrs["State"]["Running"]:
+                running[found["Labels"][ID]] = CpuSet.parse(attrs["HostConfig"]["CpusetCpus"])
+        for name, held in running.items():
+            if "-bound" not in name:
+                continue
+            for other, theirs in running.items():
+                if other != name and held & theirs:
+                    self.shared.append(f"CPUs {held & theirs}: {name} and {other}")
+        self.samples += 1
+
+
+def deployment(name: str, *, count: int, bound: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": IMAGE,
+        "command": DEAF_TO_SIGTERM,
+        "count": count,
+        "cpu_bind": bound,
+        "resources": {"cpu": "1" if bound else "0.1", "memory": "16Mi"},
+        "stop_timeout_seconds": STOP_TIMEOUT,
+    }
+
+
+def holds_only(client: docker.DockerClient, node: str, deployments: set[str]) -> bool:
+    found = client.api.containers(all=True, filters=node_filter(node))
+    return bool(found) and all(
+        c["State"] == "running" and c["Labels"].get(DEPLOYMENT) in deployments for c in found
+    )
+
+
+def deploy_when_room(url: str, path: str, body: dict[str, Any]) -> None:
+    """Deploy, again while the coordinator answers 409: the room may still be held by the
+    containers just deleted, until their agent reports them gone."""
+    deadline = time.monotonic() + CATCH_UP_SECONDS
+    while True:
+        try:
+            api(url, path, body)
+            return
+        except urllib.error.HTTPError as error:
+            if error.code != 409 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def churn(url: str, deleted: dict[str, float], client: docker.DockerClient, node: str) -> float:
+    """The rounds, each deleting the last round's deployments and making new ones (their
+    deletes' answer times go to ``deleted``); how long the node took to catch up after the
+    last answer."""
+    path = f"/v1/namespaces/{NAMESPACE}/deployments"
+    for round_ in range(ROUNDS):
+        if round_:
+            for kind in ("bound", "spread"):
+                name = f"{kind}{round_ - 1}"
+                api(url, f"{path}/{name}", method="DELETE")
+                deleted[name] = time.time()
+        deploy_when_room(url, path, deployment(f"bound{round_}", count=1, bound=True))
+        deploy_when_room(url, path, deployment(f"spread{round_}", count=SPREAD, bound=False))
+        answered = time.monotonic()
+        time.sleep(ROUND_SECONDS)
+    last = {f"bound{ROUNDS - 1}", f"spread{ROUNDS - 1}"}
+    deadline = answered + CATCH_UP_SECONDS
+    while not holds_only(client, node, last):
+        assert time.monotonic() < deadline, "the node did not catch up in time"
+        time.sleep(0.1)
+    return time.monotonic() - answered
+
+
+def test_deleted_deployments_never_start_late_and_bound_cores_are_never_shared(
+    tmp_path: Path, docker_client: docker.DockerClient
+) -> None:
+    if len(cpus()) < 2:
+        pytest.fail("this test needs 2 CPUs: one bound, one for the shared pool", pytrace=False)
+    deleted: dict[str, float] = {}  # deployment -> when its delete was answered
+    with running_cluster(tmp_path, docker_client, nodes=1, cpus_each=len(cpus())) as cluster:
+        url, node = cluster.url, cluster.nodes[0]
+        sampler = CoreSampler(node)
+        thread = threading.Thread(target=sampler.run, daemon=True)
+        thread.start()
+        try:
+            with engine_events(node) as seen:
+                caught_up = churn(url, deleted, docker_client, node)
+        finally:
+            sampler.stop()
+            thread.join(timeout=10)
+
+    assert sampler.samples > 10
+    assert not sampler.shared, sampler.shared
+    assert sum(event["Action"] == "start" for event in seen) >= 1 + SPREAD  # the last round
+    created: dict[str, float] = {}
+    late: list[str] = []
+    for event in seen:
+        attributes = event["Actor"]["Attributes"]
+        at, container_id = event["timeNano"] / 1e9, attributes[ID]
+        answer = deleted.get(attributes.get(DEPLOYMENT, ""))
+        if event["Action"] == "create":
+            created[container_id] = at
+            if answer is not None and at > answer + START_UNDER_WAY_SECONDS:
+                late.append(f"{container_id} created {at - answer:.1f}s after its delete")
+        elif answer is not None and at > answer:
+            made = created.get(container_id, at) - answer
+            if made > 0 or at > answer + START_UNDER_WAY_SECONDS:
+                late.append(
+                    f"{container_id} started {at - answer:.1f}s after its delete"
+                    f" (created {made:+.1f}s from it)"
+                )
+    assert not late, late
+    assert caught_up < CATCH_UP_SECONDS
