@@ -24,21 +24,10 @@ from client.leases import LeaseClient
 from tests.coordinator.store_engines import etcd_settings
 from tests.e2e.conftest import etcd_flags
 from tests.e2e.processes import API_TOKEN, BIN, JOIN_TOKEN, LEASE_SECONDS, Service
+from tests.e2e.test_lease_client import TEMPLATES
 from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
-
-TEMPLATES = """
-[[resources]]
-identifier_glob = "db.write"
-capacity = 100
-safe_capacity = 5
-[resources.algorithm]
-kind = "FAIR_SHARE"
-lease_length = 2
-refresh_interval = 1
-learning_mode_duration = 0
-"""
 
 
 def tls(*args: str) -> None:
