@@ -68,17 +68,19 @@ def start(workdir: Path, header_timeout: float) -> tuple[subprocess.Popen[bytes]
     raise SystemExit(f"the coordinator did not start:\n{log.read_text()}")
 
 
-async def closed_by_server(reader: asyncio.StreamReader, within: float) -> bool:
-    """Whether the server closes this connection within ``within`` seconds."""
+async def closed_after(reader: asyncio.StreamReader, *, within: float) -> float | None:
+    """Seconds until the server closes this connection (reading whatever it sends), or
+    None if it is still open after ``within``."""
+    started = time.monotonic()
     try:
         async with asyncio.timeout(within):
             while await reader.read(65536):
                 pass
     except TimeoutError:
-        return False
+        return None
     except ConnectionError:
-        return True
-    return True
+        pass
+    return time.monotonic() - started
 
 
 async def hold(host: str, port: int, request: bytes, count: int, wait: float) -> int:
@@ -89,10 +91,10 @@ async def hold(host: str, port: int, request: bytes, count: int, wait: float) ->
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(request)
         streams.append((reader, writer))
-    closed = await asyncio.gather(*(closed_by_server(r, wait) for r, _ in streams))
+    waited = await asyncio.gather(*(closed_after(r, within=wait) for r, _ in streams))
     for _, writer in streams:
         writer.close()
-    return sum(closed)
+    return sum(w is not None for w in waited)
 
 
 async def wrong_tokens(host: str, port: int, count: int, seconds: float) -> tuple[int, float]:
@@ -134,8 +136,8 @@ async def run(args: argparse.Namespace) -> None:
             logged = len(log.read_text().splitlines()) - lines_before
             print(f"wrong join tokens: {answered} answered at {rate:,.1f}/s; log lines: {logged}")
             print(f"metrics: {auth_failures(url)}")
-            logged = log.read_text().splitlines()[started_at:]
-            print(f"the coordinator logged {len(logged)} lines in all:", *logged, sep="\n  ")
+            lines = log.read_text().splitlines()[started_at:]
+            print(f"the coordinator logged {len(lines)} lines in all:", *lines, sep="\n  ")
         finally:
             process.terminate()
             process.wait(timeout=30)

@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bench.doors import closed_after
 from coordinator.config import CoordinatorConfig
 from coordinator.doors import FILE_HEADROOM, KEEPALIVE_SECONDS, Doors, DoorSite
 from coordinator.tls_files import make_ca, make_leaf, server_leaf
@@ -81,21 +82,6 @@ async def serving(
         yield Door(host, port, doors)
     finally:
         await runner.cleanup()
-
-
-async def closed_after(reader: asyncio.StreamReader, *, within: float) -> float | None:
-    """Seconds until the server closes the connection (reading whatever it sends), or
-    None if it is still open after ``within``."""
-    started = time.monotonic()
-    try:
-        async with asyncio.timeout(within):
-            while await reader.read(65536):
-                pass
-    except TimeoutError:
-        return None
-    except ConnectionError:
-        pass
-    return time.monotonic() - started
 
 
 async def answer(

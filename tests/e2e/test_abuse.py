@@ -25,6 +25,7 @@ from typing import Protocol
 import aiohttp
 import pytest
 
+from bench.doors import closed_after
 from tests.e2e.processes import API_TOKEN, Service
 
 pytestmark = pytest.mark.e2e
@@ -63,20 +64,6 @@ def start(tmp_path: Path, services: list[Service], *flags: str) -> tuple[Service
     return coordinator, coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
 
 
-async def closed_after(reader: asyncio.StreamReader, since: float) -> float | None:
-    """Seconds from ``since`` until the server closed this connection (reading whatever
-    it sends), or None if it is still open ``HEADER_TIMEOUT + SLACK`` after ``since``."""
-    try:
-        async with asyncio.timeout(HEADER_TIMEOUT + SLACK - (time.monotonic() - since)):
-            while await reader.read(65536):
-                pass
-    except TimeoutError:
-        return None
-    except ConnectionError:
-        pass
-    return time.monotonic() - since
-
-
 async def hold(host: str, port: int, request: bytes) -> float | None:
     """One connection that sends ``request`` and nothing more: how long after it was
     opened the server closed it (None: it did not)."""
@@ -84,9 +71,11 @@ async def hold(host: str, port: int, request: bytes) -> float | None:
     reader, writer = await asyncio.open_connection(host, port)
     writer.write(request)
     try:
-        return await closed_after(reader, opened)
+        before = time.monotonic() - opened
+        waited = await closed_after(reader, within=HEADER_TIMEOUT + SLACK - before)
     finally:
         writer.close()
+    return None if waited is None else before + waited
 
 
 class Flag(Protocol):
