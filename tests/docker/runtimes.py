@@ -105,9 +105,14 @@ def status_of(runtime: Runtime, container_id: str) -> ContainerStatus:
 
 
 def managed(client: docker.DockerClient, node: str) -> dict[str, dict[str, Any]]:
-    """``docker inspect`` of each container labelled for ``node``, by allot id."""
+    """``docker inspect`` of each container labelled for ``node``, by allot id. One the
+    agent removes between the listing and its inspect (removals run in the background,
+    past the revision that asked for them) is left out: it is gone."""
     found = client.api.containers(all=True, filters=node_filter(node))
-    inspected = [client.api.inspect_container(c["Id"]) for c in found]
+    inspected = []
+    for container in found:
+        with contextlib.suppress(docker.errors.NotFound):
+            inspected.append(client.api.inspect_container(container["Id"]))
     return {attrs["Config"]["Labels"].get("allot.id", ""): attrs for attrs in inspected}
 
 
