@@ -26,6 +26,10 @@ services applied nothing of it, yet the store may hold it, and their next commit
 compare revisions it changed. A marker is deleted by the next commit after its own was
 answered; a new leader deletes those left by the one before it with its first commit.
 
+While etcd's quorum is known lost (``quorum``, see ``coordinator.store.quorum``), a
+commit is refused at once with ``QuorumLost``, unsent; one already in flight is settled
+as above, and a write queued behind it need not wait for that.
+
 Rejected: sending again only commits that compare revisions they change (a second
 apply then fails its compare) leaves out commits of puts alone (quotas, leases, events),
 the common case; reading back what a commit wrote cannot tell its own apply from a
@@ -49,6 +53,7 @@ from coordinator.store import (
     Txn,
     TxnResult,
 )
+from coordinator.store.quorum import Quorum
 
 REFUSED_BY_THE_FENCE = "a commit was refused by the fence: another coordinator holds the leader key"
 OUTCOME_UNKNOWN = (
@@ -80,8 +85,11 @@ class FencedStore:
         *,
         witness: Store,
         on_deposed: Callable[[str], None],
+        quorum: Quorum | None = None,
     ) -> None:
         self._store = store
+        # Known lost: a commit is refused at once, unsent (one in flight is still settled).
+        self.quorum = quorum
         self._witness = witness
         self._fence = CompareCreated(key, won_at)
         self._on_deposed = on_deposed
@@ -104,10 +112,18 @@ class FencedStore:
     async def commit(self, txn: Txn) -> TxnResult:
         if self._deposed is not None:
             raise Deposed(self._deposed)
+        if self.quorum is not None:
+            self.quorum.check()
         if not (txn.puts or txn.deletes):  # nothing to apply twice: no marker needed
             return await self._fenced(replace(txn, compares=(*txn.compares, self._fence)))
         if self._spent is None:
-            self._spent = {entry.key for entry in await self._store.range(MARKERS)}
+            # Earlier leaders' markers only: the first commits run concurrently, each
+            # reading them, and one of this leader's seen here may be a commit's that
+            # applied and is being settled, which its deletion would take for not applied.
+            own = f"{MARKERS}{self._fence.create_revision}-"
+            left = {e.key for e in await self._store.range(MARKERS) if not e.key.startswith(own)}
+            if self._spent is None:
+                self._spent = left
         settling_until = time.monotonic() + SETTLE_SECONDS
         while True:
             marker = f"{MARKERS}{self._fence.create_revision}-{next(self._serial)}"
