@@ -5,13 +5,14 @@ again; one member gone (of three) is never a quorum lost."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from bench.etcd_cluster import EtcdCluster
-from coordinator.store import Txn
+from coordinator.store import OutcomeUnknown, Txn
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.quorum import Quorum, QuorumLost
 from tests.coordinator.store_engines import etcd_settings
@@ -84,7 +85,10 @@ async def test_one_member_lost_is_no_quorum_lost(cluster: EtcdCluster, etcd: Etc
         deadline = asyncio.get_running_loop().time() + WATCHED_S
         while asyncio.get_running_loop().time() < deadline:
             held.add(quorum.held)
-            committed += (await etcd.commit(Txn(puts={"/one-gone": b"x"}))).succeeded
+            # The first may go out on the killed member's connection before gRPC saw it
+            # drop: its outcome is then unknown (the fenced store settles those).
+            with contextlib.suppress(OutcomeUnknown):
+                committed += (await etcd.commit(Txn(puts={"/one-gone": b"x"}))).succeeded
         assert held == {True}
         assert heard == []
         assert committed > 0
