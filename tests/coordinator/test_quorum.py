@@ -1,6 +1,7 @@
 """``Quorum`` on a real 3-member etcd cluster of its own (its members are killed): two
-members gone is a quorum lost, said once and refused unsent; one member back is a quorum
-again; one member gone (of three) is never a quorum lost."""
+members gone is a quorum lost, said once, and a fenced commit meanwhile is refused
+unsent, changing nothing; one member back is a quorum again; one member gone (of three)
+is never a quorum lost."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from bench.etcd_cluster import EtcdCluster
+from coordinator.election import LEADER_KEY
 from coordinator.store import OutcomeUnknown, Txn
 from coordinator.store.etcd import EtcdStore
+from coordinator.store.fenced import FencedStore
 from coordinator.store.quorum import Quorum, QuorumLost
 from tests.coordinator.store_engines import etcd_settings
 from tests.polling import eventually
@@ -48,6 +51,11 @@ async def test_two_members_lost_is_refused_and_one_back_is_taken(
     quorum = Quorum(etcd)
     heard: list[QuorumLost] = []
     quorum.listen(heard.append)
+    won = await etcd.commit(Txn(puts={LEADER_KEY: b"http://c0:7600"}))
+    told: list[str] = []
+    fenced = FencedStore(
+        etcd, LEADER_KEY, won.revision, witness=etcd, on_deposed=told.append, quorum=quorum
+    )
     try:
         await asyncio.sleep(0.5)  # every member's channel connects meanwhile
         assert quorum.held
@@ -59,13 +67,17 @@ async def test_two_members_lost_is_refused_and_one_back_is_taken(
         await eventually(lambda: not quorum.held, within=WITHIN_S)
         with pytest.raises(QuorumLost, match="nothing was committed"):
             quorum.check()
+        with pytest.raises(QuorumLost):  # refused unsent, not settled for seconds
+            await fenced.commit(Txn(puts={"/refused": b"x"}))
         assert len(heard) == 1
 
         await asyncio.to_thread(cluster.restart, 0)
         await eventually(lambda: quorum.held, within=WITHIN_S)
         quorum.check()
-        assert (await etcd.commit(Txn(puts={"/after": b"back"}))).succeeded
+        assert (await fenced.commit(Txn(puts={"/after": b"back"}))).succeeded
+        assert await etcd.get("/refused") is None
         assert len(heard) == 1  # said once for the one loss
+        assert told == []  # the leadership went on
     finally:
         await quorum.close()
 
