@@ -1,6 +1,7 @@
 """Commits per second on etcd, fenced as the leader commits, against SQLite on this disk.
 
     .venv/bin/python bench/etcd_commits.py [--seconds 5] [--clients 32] [--json FILE]
+                                           [--engines sqlite,etcd,etcd-unmarked]
     .venv/bin/python bench/etcd_commits.py --smoke       # a fraction of a second each
 
 Two engines, each fresh in a new temporary directory (under ``--workdir``, the current
@@ -9,8 +10,10 @@ directory by default, so on this disk):
 - SQLite: ``SqliteStore`` as ``make run`` opens it (WAL, synchronous=FULL, group commit);
 - etcd: a local 3-member cluster (``etcd_cluster``, every member fsyncing its own log on
   this disk), followed by a ``Replica`` and committed to through ``FencedStore`` after
-  winning the leader key with ``Election``: every commit carries the leader's fence, as
-  an elected coordinator's does.
+  winning the leader key with ``Election``: every commit carries the leader's fence and
+  its commit marker, as an elected coordinator's does;
+- etcd-unmarked: the same, each commit carrying the fence alone (as before commit
+  markers): what the markers cost is the difference.
 
 Transaction shapes, with the value sizes of the records a fleet run stores (a container
 record about 940 bytes, a node's allocations 3.7 kB, an event 180 bytes):
@@ -43,13 +46,13 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from etcd_cluster import EtcdCluster, etcd_missing
 
 from coordinator.election import LEADER_KEY, Election
-from coordinator.store import Compare, Store, Txn
+from coordinator.store import Compare, CompareCreated, Entry, Store, Txn, TxnResult
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
 from coordinator.store.fenced import FencedStore
@@ -154,8 +157,9 @@ async def sqlite(directory: Path) -> AsyncIterator[Store]:
 
 
 @contextlib.asynccontextmanager
-async def fenced_etcd(directory: Path) -> AsyncIterator[Store]:
-    """A fresh 3-member etcd, its leader key won, and the fenced store the leader uses."""
+async def leader_on_etcd(directory: Path) -> AsyncIterator[tuple[Replica, int]]:
+    """A fresh 3-member etcd, followed by a replica, and the revision its leader key was
+    won at (renewed meanwhile)."""
     cluster = EtcdCluster(directory / "etcd")
     try:
         cluster.start()
@@ -167,9 +171,7 @@ async def fenced_etcd(directory: Path) -> AsyncIterator[Store]:
             holding = asyncio.create_task(election.hold(won))
             await replica.caught_up(won.won_at)
             try:
-                yield FencedStore(
-                    replica, LEADER_KEY, won.won_at, witness=store, on_deposed=_deposed
-                )
+                yield replica, won.won_at
             finally:
                 holding.cancel()
         finally:
@@ -178,17 +180,55 @@ async def fenced_etcd(directory: Path) -> AsyncIterator[Store]:
         cluster.stop()
 
 
+@contextlib.asynccontextmanager
+async def fenced_etcd(directory: Path) -> AsyncIterator[Store]:
+    """The fenced store the leader uses."""
+    async with leader_on_etcd(directory) as (replica, won_at):
+        yield FencedStore(replica, LEADER_KEY, won_at, witness=replica.store, on_deposed=_deposed)
+
+
+@contextlib.asynccontextmanager
+async def unmarked_etcd(directory: Path) -> AsyncIterator[Store]:
+    """The leader's commits with its fence alone, without a commit marker."""
+    async with leader_on_etcd(directory) as (replica, won_at):
+        yield FenceOnly(replica, CompareCreated(LEADER_KEY, won_at))
+
+
+class FenceOnly:
+    def __init__(self, replica: Replica, fence: CompareCreated) -> None:
+        self._replica = replica
+        self._fence = fence
+
+    @property
+    def revision(self) -> int:
+        return self._replica.revision
+
+    async def get(self, key: str) -> Entry | None:
+        return await self._replica.get(key)
+
+    async def range(self, prefix: str) -> list[Entry]:
+        return await self._replica.range(prefix)
+
+    async def commit(self, txn: Txn) -> TxnResult:
+        return await self._replica.commit(replace(txn, compares=(*txn.compares, self._fence)))
+
+    async def close(self) -> None:
+        """The replica is ``leader_on_etcd``'s."""
+
+
 def _deposed() -> None:
     raise RuntimeError("the benchmark's leader was deposed: its lease was not renewed")
 
 
 async def run(args: argparse.Namespace, directory: Path) -> list[Run]:
     engines: list[tuple[str, Callable[[Path], contextlib.AbstractAsyncContextManager[Store]]]]
-    engines = [("sqlite", sqlite), ("etcd", fenced_etcd)]
+    every = {"sqlite": sqlite, "etcd": fenced_etcd, "etcd-unmarked": unmarked_etcd}
+    engines = [(name, every[name]) for name in args.engines]
     cases = [("decision", 1), ("decision", args.clients), ("deployment", 1)]
     runs = []
     for engine, opening in engines:
-        async with opening(directory) as store:
+        (directory / engine).mkdir()
+        async with opening(directory / engine) as store:
             for shape, clients in cases:
                 done = await measure(store, engine, shape, clients, args.seconds)
                 print(
@@ -203,13 +243,16 @@ async def run(args: argparse.Namespace, directory: Path) -> list[Run]:
 
 def print_ratios(runs: list[Run]) -> None:
     by = {(r.engine, r.shape, r.clients): r for r in runs}
-    print("etcd (fenced) over SQLite, commits/s:")
-    for engine, shape, clients in by:
-        if engine != "etcd":
+    for over, named in (("sqlite", "SQLite"), ("etcd-unmarked", "etcd without markers")):
+        if not any(engine == over for engine, _, _ in by):
             continue
-        etcd, local = by[(engine, shape, clients)], by[("sqlite", shape, clients)]
-        ratio = etcd.per_s / local.per_s if local.per_s else math.nan
-        print(f"  {shape:10} {clients:3} clients  {ratio:6.2f}x")
+        print(f"etcd (fenced) over {named}, commits/s:")
+        for engine, shape, clients in by:
+            if engine != "etcd" or (over, shape, clients) not in by:
+                continue
+            etcd, other = by[(engine, shape, clients)], by[(over, shape, clients)]
+            ratio = etcd.per_s / other.per_s if other.per_s else math.nan
+            print(f"  {shape:10} {clients:3} clients  {ratio:6.2f}x")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -219,6 +262,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=32, help="concurrent small decisions")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="where stores go")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--engines",
+        type=lambda text: text.split(","),
+        default=["sqlite", "etcd", "etcd-unmarked"],
+        help="which engines, comma-separated (sqlite, etcd, etcd-unmarked)",
+    )
     if "--smoke" in argv:
         parser.set_defaults(**SMOKE)
     return parser.parse_args(argv)

@@ -20,14 +20,17 @@ own namespace, over real HTTP. Steps and figures:
    kill until the member is healthy again, the answers that were not 200 (by status and
    error code), and the leader changes (``no longer the leader`` in the coordinators'
    logs).
-2. ``--quorum``: two members killed at once; for ``DOWN_SECONDS`` the answers to the
+2. ``--quorum``: two members killed at once; for ``DOWN_SECONDS`` (while a write more
+   is sent every ``PACE_SECONDS``, each to a namespace of its own) the answers to the
    writes sent meanwhile and to those in flight when quorum was lost (status and code),
    and the longest any of them waited for its answer; then one member is started again,
    and once it is healthy (quorum is back) the seconds until the next write is accepted
    (None: not within ``BACK_SECONDS``). The other member is started again at the end.
 3. Once every write in flight is answered, each namespace's stored quota is read from
    the leader: it must be the last accepted write's, or that of a later write whose
-   outcome is unknown (``unkept`` lists those that are not: nothing lost or doubled).
+   outcome is unknown (``unkept`` lists those that are not: nothing lost or doubled); and
+   it must be what a fresh read of the store holds (``unlike_store`` lists those that are
+   not: the leader's memory is not the store's).
 
 Not part of ``make test`` as a benchmark; ``tests/e2e/test_etcd_failover.py`` runs it
 and holds its figures to the issue's bounds.
@@ -57,10 +60,15 @@ from etcd_cluster import EtcdCluster, etcd_missing
 from fleet import Coordinator, Failed, etcd_settings, free_port
 from yarl import URL
 
+from coordinator.services.quota_service import QUOTA_PREFIX
+from coordinator.store.etcd import EtcdStore
+from coordinator.store.etcd_link import EtcdSettings
+
 BEFORE_SECONDS = 1.0
 MOVES = 5  # attempts to have the member in use not lead raft
 AFTER_SECONDS = 2.0
 DOWN_SECONDS = 3.0
+PACE_SECONDS = 0.02  # between the writes sent while quorum is lost, besides the clients'
 BACK_SECONDS = 30.0
 STEP_DOWN = re.compile(r"no longer the leader")
 UNKNOWN = {"outcome_unknown", "ClientOSError", "ServerDisconnectedError", "TimeoutError"}
@@ -92,6 +100,9 @@ class Quorum:
     accepted_while_down: int
     in_flight: dict[str, int]  # the answers to writes in flight when it was lost
     longest_wait_s: float  # the longest a write answered while quorum was lost waited
+    longest_sent_after_s: float  # the same, of the writes sent once it was lost
+    # From quorum lost to the first write answered 503 store_unavailable; None: none was.
+    refused_after_s: float | None
     # From quorum back (a member healthy again) to a write accepted; None: not within
     # BACK_SECONDS.
     back_after_s: float | None
@@ -106,10 +117,14 @@ class Figures:
     # Namespaces whose stored quota is not the last accepted write's (or a later one of
     # unknown outcome): an accepted write lost, or a refused one applied.
     unkept: list[str] = field(default_factory=list)
+    # Namespaces whose quota the leader shows otherwise than a fresh read of the store:
+    # the leader's memory is not the store's.
+    unlike_store: list[str] = field(default_factory=list)
 
 
 class Writers:
-    """``count`` clients writing quotas to the leader back to back; every answer kept."""
+    """``count`` clients writing quotas to the leader back to back, and more sent at a
+    pace on request (``paced``); every answer kept."""
 
     def __init__(self, http: aiohttp.ClientSession, url: str, token: str, count: int) -> None:
         self.http = http
@@ -123,30 +138,41 @@ class Writers:
         cpus = 0
         while not self._stopping:
             cpus = cpus % 100 + 1
-            body = {"namespace": namespace, "min": {"cpu": "1"}, "max": {"cpu": cpus}}
-            sent = time.monotonic()
-            status, code = 0, ""
-            try:
-                async with self.http.put(
-                    f"{self.url}/v1/elasticquotas/{namespace}",
-                    json=body,
-                    headers=self.headers,
-                    allow_redirects=False,
-                ) as response:
-                    status = response.status
-                    if status == 307:  # sent on to a new leader: write there from now on
-                        code = "sent to the leader"
-                        leader = str(URL(response.headers["Location"]).origin())
-                        if leader == self.url:  # a standby that names itself, for now
-                            await asyncio.sleep(0.05)
-                        self.url = leader
-                    else:
-                        answer = await response.json(content_type=None)
-                        code = "" if status == 200 else str(answer.get("error", {}).get("code"))
-            except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-                code = type(error).__name__
-                await asyncio.sleep(0.05)
-            self.writes.append(Write(namespace, cpus, sent, time.monotonic(), status, code))
+            await self._once(namespace, cpus)
+
+    async def paced(self, every: float) -> None:
+        """A write every ``every`` seconds, each to a namespace of its own and sent without
+        waiting for the one before, until cancelled: the back-to-back clients' writes
+        often all wait in the one commit in flight, these arrive while it is."""
+        for serial in itertools.count():
+            self._tasks.append(asyncio.create_task(self._once(f"paced-{serial}", 1)))
+            await asyncio.sleep(every)
+
+    async def _once(self, namespace: str, cpus: int) -> None:
+        body = {"namespace": namespace, "min": {"cpu": "1"}, "max": {"cpu": cpus}}
+        sent = time.monotonic()
+        status, code = 0, ""
+        try:
+            async with self.http.put(
+                f"{self.url}/v1/elasticquotas/{namespace}",
+                json=body,
+                headers=self.headers,
+                allow_redirects=False,
+            ) as response:
+                status = response.status
+                if status == 307:  # sent on to a new leader: write there from now on
+                    code = "sent to the leader"
+                    leader = str(URL(response.headers["Location"]).origin())
+                    if leader == self.url:  # a standby that names itself, for now
+                        await asyncio.sleep(0.05)
+                    self.url = leader
+                else:
+                    answer = await response.json(content_type=None)
+                    code = "" if status == 200 else str(answer.get("error", {}).get("code"))
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+            code = type(error).__name__
+            await asyncio.sleep(0.05)
+        self.writes.append(Write(namespace, cpus, sent, time.monotonic(), status, code))
 
     def between(self, start: float, end: float) -> list[Write]:
         return [w for w in self.writes if start <= w.answered <= end]
@@ -278,6 +304,7 @@ async def lose_quorum(etcd: EtcdCluster, writers: Writers) -> Quorum:
     lost = time.monotonic()
     for index in down:
         etcd.kill(index)
+    pacing = asyncio.create_task(writers.paced(PACE_SECONDS))
     await asyncio.sleep(DOWN_SECONDS)
     await asyncio.to_thread(etcd.restart, down[0])
     back = time.monotonic()
@@ -286,14 +313,18 @@ async def lose_quorum(etcd: EtcdCluster, writers: Writers) -> Quorum:
         await asyncio.sleep(0.01)
         accepted = [w.answered for w in writers.between(back, time.monotonic()) if w.status == 200]
         first = min(accepted, default=None)
+    pacing.cancel()
     answered = writers.between(lost, back)
     while_down = [w for w in answered if w.sent >= lost]
+    unavailable = [w.answered for w in answered if w.code == "store_unavailable"]
     await asyncio.to_thread(etcd.restart, down[1])
     return Quorum(
         refused=refusals(while_down),
         accepted_while_down=sum(w.status == 200 for w in while_down),
         in_flight=dict(Counter(f"{w.status} {w.code}" for w in answered if w.sent < lost)),
         longest_wait_s=round(max((w.answered - w.sent for w in answered), default=0.0), 3),
+        longest_sent_after_s=round(max((w.answered - w.sent for w in while_down), default=0.0), 3),
+        refused_after_s=round(min(unavailable) - lost, 3) if unavailable else None,
         back_after_s=None if first is None else round(first - back, 3),
     )
 
@@ -304,6 +335,20 @@ async def stored_maxima(http: aiohttp.ClientSession, url: str, token: str) -> di
     async with http.get(f"{url}/v1/quotas", headers=headers) as response:
         quotas = (await response.json())["quotas"]
     return {q["name"]: q["max"].get("cpu", "") for q in quotas}
+
+
+async def read_maxima(endpoints: tuple[str, ...]) -> dict[str, str]:
+    """Each quota's max cpu as the store holds it, read afresh (as a new leader would)."""
+    store = await EtcdStore.open(EtcdSettings(endpoints=endpoints))
+    try:
+        stored = [json.loads(entry.value) for entry in await store.range(QUOTA_PREFIX)]
+    finally:
+        await store.close()
+    return {q["name"]: str((q.get("max") or {}).get("cpu", "")) for q in stored}
+
+
+def unlike(shown: dict[str, str], stored: dict[str, str]) -> list[str]:
+    return sorted(n for n in shown.keys() | stored.keys() if shown.get(n) != stored.get(n))
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> Figures:
@@ -338,7 +383,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> Figures:
             finally:
                 await writers.close()
             leader = await until_led(http, coordinators)
-            figures.unkept = writers.unkept(await stored_maxima(http, leader.url, token))
+            shown = await stored_maxima(http, leader.url, token)
+            figures.unkept = writers.unkept(shown)
+            figures.unlike_store = unlike(shown, await read_maxima(etcd.endpoints))
             for coordinator in coordinators:
                 if "Traceback" in coordinator.log.read_text(errors="replace"):
                     raise Failed(f"a traceback in {coordinator.log}")
@@ -359,7 +406,8 @@ def summary(figures: Figures) -> str:
         f"{len(gaps)} kills of the member in use: longest gap between accepted writes"
         f" min {gaps[0]:.2f} / median {gaps[len(gaps) // 2]:.2f} / max {gaps[-1]:.2f} s,"
         f" {refused} writes refused, {changes} leader changes;"
-        f" quotas not as acknowledged: {figures.unkept or 'none'}"
+        f" quotas not as acknowledged: {figures.unkept or 'none'},"
+        f" the leader's quotas unlike the store's: {figures.unlike_store or 'none'}"
     )
 
 

@@ -45,6 +45,7 @@ from coordinator.standby import make_standby_app
 from coordinator.store import ClusterStore, StoreError
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.fenced import Deposed, FencedStore
+from coordinator.store.quorum import Quorum
 from coordinator.store.replica import Replica
 from coordinator.warm import Warm
 from shared.logs import get_logger
@@ -112,10 +113,16 @@ async def _lead(
     # Renewed from the start: loading a large store must not let the lease run out.
     losing = asyncio.create_task(_lost(election, won, deposed))
     compacting = asyncio.create_task(_compact_history(replica.store, config.etcd_compact_seconds))
+    quorum = Quorum(replica.store) if isinstance(replica.store, EtcdStore) else None
     try:
         await replica.caught_up(won.won_at)
         fenced = FencedStore(
-            replica, LEADER_KEY, won.won_at, witness=replica.store, on_deposed=deposed.set_result
+            replica,
+            LEADER_KEY,
+            won.won_at,
+            witness=replica.store,
+            on_deposed=deposed.set_result,
+            quorum=quorum,
         )
         kept = None if warm is None else warm.take()
         app = make_app(config, store=fenced, warm=kept)
@@ -142,6 +149,8 @@ async def _lead(
     finally:
         losing.cancel()
         compacting.cancel()
+        if quorum is not None:
+            await quorum.close()
         if stopping.done():  # after the application saved what it saves on stopping
             await election.resign(won)
 

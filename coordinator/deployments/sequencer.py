@@ -42,6 +42,7 @@ from coordinator.deployments.records import container_key, deployment_key, pendi
 from coordinator.services.events import EventLog, Note
 from coordinator.services.quota_service import QUOTA_PREFIX
 from coordinator.store import Compare, Store, Txn
+from coordinator.store.quorum import Quorum, QuorumLost
 from shared.codec import to_json
 
 T = TypeVar("T")
@@ -83,8 +84,14 @@ class Sequencer:
         events: EventLog,
         *,
         settle: Callable[[Draft], None],
+        quorum: Quorum | None = None,
     ) -> None:
         self._store = store
+        # etcd's quorum, when known lost, refuses what is queued and what comes, at once:
+        # they would wait for the commit in flight to be settled, then be refused anyway.
+        self._quorum = quorum
+        if quorum is not None:
+            quorum.listen(self._refuse_queued)
         self._books = books
         self._context = context
         self._events = events
@@ -121,11 +128,23 @@ class Sequencer:
         return await self._queued(decider, preview=True)
 
     async def _queued(self, decider: Decider[T], *, preview: bool) -> T:
+        if self._quorum is not None and not preview:
+            self._quorum.check()
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.append((decider, future, preview))
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run())
         return await future
+
+    def _refuse_queued(self, error: QuorumLost) -> None:
+        """Answer every queued decision with ``error`` (previews stay: they write nothing)."""
+        kept: list[Queued] = []
+        for decider, future, preview in self._queue:
+            if preview:
+                kept.append((decider, future, preview))
+            elif not future.done():
+                future.set_exception(error)
+        self._queue[:] = kept
 
     async def idle(self) -> None:
         """Wait until no decision is queued or under way."""

@@ -64,6 +64,7 @@ from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
 from coordinator.store import Store
+from coordinator.store.fenced import FencedStore
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
 from shared.inventory import Inventory
@@ -99,7 +100,10 @@ class DeploymentService:
         self.events = events
         self._books = Books() if books is None else books
         self._context = Context(registry, quotas, pools, share_base, clock, fresh or {})
-        self._sequencer = Sequencer(store, self._books, self._context, events, settle=relabel)
+        quorum = store.quorum if isinstance(store, FencedStore) else None
+        self._sequencer = Sequencer(
+            store, self._books, self._context, events, settle=relabel, quorum=quorum
+        )
         self._followed: dict[str, tuple[float, int]] = {}  # pool -> share, pool_version
         self._ending: set[str] = set()  # swaps whose end is being committed
         self._letting_go: set[str] = set()  # stopping containers whose release is under way

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from coordinator.errors import ApiError
 from coordinator.store import OutcomeUnknown, StoreError
+from coordinator.store.quorum import QuorumLost
 from shared.codec import to_json
 from shared.logs import get_logger
 
@@ -59,7 +60,9 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
             " store's answer; read the object back, or send the request again",
         )
     except StoreError as error:
-        log.error("store unavailable", method=request.method, path=request.path, reason=error)
+        # A quorum lost is said once, by the store, not once per write it refuses.
+        if not isinstance(error, QuorumLost):
+            log.error("store unavailable", method=request.method, path=request.path, reason=error)
         return error_response(503, "store_unavailable", "the state store failed; nothing changed")
     except web.HTTPException as error:
         if error.status < 400:

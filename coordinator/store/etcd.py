@@ -149,6 +149,28 @@ class EtcdStore:
         )
         return bytes(request.SerializeToString())
 
+    async def answers_writes(self, within: float) -> bool:
+        """Whether a member confirms, within ``within`` seconds each, that etcd has a
+        quorum: a linearizable read, which its raft leader serves only once a majority of
+        members acknowledged it still leads (a member without a leader refuses it at once,
+        as every call asks: ``hasleader``)."""
+        request = rpc.RangeRequest(key=self._physical("/"), count_only=True)
+        try:
+            await self._link.call(
+                lambda s, m: s.kv.Range(request, metadata=m, timeout=within), retry=True
+            )
+        except (StoreError, grpc.aio.AioRpcError):
+            return False
+        return True
+
+    def members_unreachable(self) -> int:
+        """How many of the members are not connected now (see ``EtcdLink.unreachable``)."""
+        return self._link.unreachable()
+
+    @property
+    def members(self) -> int:
+        return len(self._link)
+
     async def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
         """Follows etcd's watch; when the stream breaks, or its member hangs (see
         ``watch_answers``), it goes on from the next revision on another endpoint, so the

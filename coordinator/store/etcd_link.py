@@ -124,7 +124,18 @@ class EtcdLink:
         if self._current == index:
             self._current = (index + 1) % len(self._targets)
 
-    async def _connect(self, index: int) -> tuple[Stubs, Metadata]:
+    def unreachable(self) -> int:
+        """How many members are not connected now, by their channels' state alone (no
+        request is sent; a channel not connected is asked to connect, for the next look).
+        A killed member's connection drops at once; a live one's stays ready."""
+        states = [self._channel(i).get_state(try_to_connect=True) for i in range(len(self))]
+        return sum(state != grpc.ChannelConnectivity.READY for state in states)
+
+    def __len__(self) -> int:
+        """The number of members (endpoints)."""
+        return len(self._targets)
+
+    def _channel(self, index: int) -> grpc.aio.Channel:
         channel = self._channels.get(index)
         if channel is None:
             target = self._targets[index]
@@ -133,6 +144,10 @@ class EtcdLink:
             else:
                 channel = grpc.aio.secure_channel(target, self._tls, options=_OPTIONS)
             self._channels[index] = channel
+        return channel
+
+    async def _connect(self, index: int) -> tuple[Stubs, Metadata]:
+        channel = self._channel(index)
         await self._ready(channel)
         if index not in self._metadata:
             self._metadata[index] = (*await self._authenticate(channel), *_REQUIRE_LEADER)

@@ -14,17 +14,32 @@ behind it.
 A commit whose outcome is unknown (``OutcomeUnknown``: the etcd member died or hung
 while it was in flight) is settled, not given up: sending it again as it was could apply
 it twice (a commit of puts alone compares nothing but the fence). So every commit also
-puts a marker key of its own, ``/coordinators/commits/<won_at>-<n>``, on the compare
-that the marker is absent. To settle one, the marker is *burnt*: put, with the fence and
-the same compare, holding ``BURNT``. If the burn succeeds, the commit never applied and
-now never can (its compare fails); it is sent again with a new marker. If the burn is
-refused, the marker is read back: holding ``BURNT``, an earlier burn of unknown outcome
-did it; otherwise the commit applied, at the marker's revision, and that is its answer.
-A burn is itself settled the same way, until ``SETTLE_SECONDS`` have passed; only then
-(etcd lost quorum meanwhile) does the outcome stay unknown, and the leadership end: the
-services applied nothing of it, yet the store may hold it, and their next commits would
-compare revisions it changed. A marker is deleted by the next commit after its own was
-answered; a new leader deletes those left by the one before it with its first commit.
+puts a marker key, ``/coordinators/commits/<won_at>-<n>``, held by it alone while it is
+in flight, on the compare that the marker's mod revision is still the one this leader
+last knew (0 for a new one). To settle one, the marker is *burnt*: put, with the fence
+and the same compare, holding ``BURNT``. If the burn succeeds, the commit never applied
+and now never can (its compare fails); it is sent again on the burnt marker's revision.
+If the burn is refused, the marker is read back: it changed, and only one of the commit
+and its burns can have changed it, since each compares the same revision; holding
+``BURNT``, an earlier burn of unknown outcome did it; otherwise the commit applied, at
+the marker's revision, and that is its answer. A burn is itself settled the same way,
+until ``SETTLE_SECONDS`` have passed; only then (etcd lost quorum meanwhile) does the
+outcome stay unknown, and the leadership end: the services applied nothing of it, yet
+the store may hold it, and their next commits would compare revisions it changed.
+
+Once its commit is answered, a marker's revision is known again and the next commit
+reuses it, so a leader has as many markers as it ever had commits in flight at once,
+and a commit costs one compare and one put more than the fence alone. A new leader
+deletes those of the leaders before it with its first commit. Before: a new marker per
+commit, on the compare that it is absent, deleted by the commit after; at 32 clients
+(``bench/etcd_commits.py``) that took etcd from about 1,350 commits/s without markers
+to about 1,070. Reusing them took 6-8 % off etcd's CPU per commit, the delete's share;
+the put and compare that remain are what the settling needs (the README has the
+figures).
+
+While etcd's quorum is known lost (``quorum``, see ``coordinator.store.quorum``), a
+commit is refused at once with ``QuorumLost``, unsent; one already in flight is settled
+as above, and a write queued behind it need not wait for that.
 
 Rejected: sending again only commits that compare revisions they change (a second
 apply then fails its compare) leaves out commits of puts alone (quotas, leases, events),
@@ -38,9 +53,10 @@ import asyncio
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from coordinator.store import (
+    Compare,
     CompareCreated,
     Entry,
     OutcomeUnknown,
@@ -49,6 +65,7 @@ from coordinator.store import (
     Txn,
     TxnResult,
 )
+from coordinator.store.quorum import Quorum
 
 REFUSED_BY_THE_FENCE = "a commit was refused by the fence: another coordinator holds the leader key"
 OUTCOME_UNKNOWN = (
@@ -56,12 +73,22 @@ OUTCOME_UNKNOWN = (
     " be asked within {seconds:g}s), so this coordinator's state may lag the store's"
 )
 MARKERS = "/coordinators/commits/"
+APPLIED = b""  # a marker put by its commit
 BURNT = b"burnt"  # a marker put to settle a commit: the commit did not apply
 # Long enough for etcd to elect another raft leader when the member that died led it
 # (1-2 s: its election timeout, 1 s by default, randomized up to twice that), short of a
 # leader's TTL (5 s by default). Commits queued behind one being settled wait as long.
 SETTLE_SECONDS = 3.0
 SETTLE_PAUSE_SECONDS = 0.05  # between attempts, while no member answers
+
+
+@dataclass
+class Marker:
+    """A marker key, held by one commit in flight at a time, and its mod revision as this
+    leader last knew it (0: not put yet)."""
+
+    key: str
+    revision: int
 
 
 class Deposed(StoreError):
@@ -80,16 +107,20 @@ class FencedStore:
         *,
         witness: Store,
         on_deposed: Callable[[str], None],
+        quorum: Quorum | None = None,
     ) -> None:
         self._store = store
+        # Known lost: a commit is refused at once, unsent (one in flight is still settled).
+        self.quorum = quorum
         self._witness = witness
         self._fence = CompareCreated(key, won_at)
         self._on_deposed = on_deposed
         self._deposed: str | None = None  # why, once deposed
         self._serial = itertools.count(1)  # of the markers
-        # Markers whose commits were answered, deleted by the next commit (None until
-        # the first, which deletes what earlier leaders left).
-        self._spent: set[str] | None = None
+        self._free: list[Marker] = []  # markers no commit in flight holds
+        # Earlier leaders' markers, deleted by the first commit that applies (None until
+        # read, by the first commit).
+        self._left: set[str] | None = None
 
     @property
     def revision(self) -> int:
@@ -104,35 +135,55 @@ class FencedStore:
     async def commit(self, txn: Txn) -> TxnResult:
         if self._deposed is not None:
             raise Deposed(self._deposed)
+        if self.quorum is not None:
+            self.quorum.check()
         if not (txn.puts or txn.deletes):  # nothing to apply twice: no marker needed
             return await self._fenced(replace(txn, compares=(*txn.compares, self._fence)))
-        if self._spent is None:
-            self._spent = {entry.key for entry in await self._store.range(MARKERS)}
-        settling_until = time.monotonic() + SETTLE_SECONDS
+        if self._left is None:
+            # Earlier leaders' markers only: this leader's own are in use or free.
+            own = f"{MARKERS}{self._fence.create_revision}-"
+            left = {e.key for e in await self._store.range(MARKERS) if not e.key.startswith(own)}
+            if self._left is None:  # not read meanwhile by a concurrent first commit
+                self._left = left
+        marker = self._free.pop() if self._free else self._new_marker()
+        try:
+            result = await self._marked(txn, marker, time.monotonic() + SETTLE_SECONDS)
+        except OutcomeUnknown:
+            raise  # the marker's revision is unknown: it is never used again
+        except StoreError:
+            self._free.append(marker)  # refused, not applied: the marker is as it was
+            raise
+        # (Cancelled, the commit may yet apply: its marker is never used again either.)
+        self._free.append(marker)
+        return result
+
+    async def _marked(self, txn: Txn, marker: Marker, until: float) -> TxnResult:
+        """``txn`` committed with ``marker`` (settled, and sent again, as needed until
+        ``until``); the marker's revision is brought up to date on the way."""
+        assert self._left is not None
         while True:
-            marker = f"{MARKERS}{self._fence.create_revision}-{next(self._serial)}"
             # Taken out while this commit is in flight, so that concurrent commits do
             # not all carry the same deletes; given back unless it applied.
-            spent = tuple(self._spent - txn.puts.keys() - set(txn.deletes))
-            self._spent.difference_update(spent)
+            left = tuple(self._left - txn.puts.keys() - set(txn.deletes))
+            self._left.difference_update(left)
             marked = replace(
                 txn,
-                compares=(*txn.compares, self._fence, CompareCreated(marker, 0)),
-                puts={**txn.puts, marker: b""},
-                deletes=(*txn.deletes, *spent),
+                compares=(*txn.compares, self._fence, Compare(marker.key, marker.revision)),
+                puts={**txn.puts, marker.key: APPLIED},
+                deletes=(*txn.deletes, *left),
             )
             result: TxnResult | None = None
             try:
-                result = await self._settled(marked, marker, settling_until)
+                result = await self._settled(marked, marker, until)
             finally:
                 if result is None or not result.succeeded:
-                    self._spent.update(spent)
+                    self._left.update(left)
             if result is not None:  # None: it never applied, and now never will: again
                 if result.succeeded:
-                    self._spent.add(marker)
+                    marker.revision = result.revision
                 return result
 
-    async def _settled(self, marked: Txn, marker: str, until: float) -> TxnResult | None:
+    async def _settled(self, marked: Txn, marker: Marker, until: float) -> TxnResult | None:
         """``marked`` (which puts ``marker``) committed, settled if its outcome is
         unknown: its result, or None if it did not apply."""
         try:
@@ -149,19 +200,24 @@ class FencedStore:
             raise Deposed(REFUSED_BY_THE_FENCE)
         return result
 
-    async def _settle(self, marker: str, until: float) -> int | None:
+    async def _settle(self, marker: Marker, until: float) -> int | None:
         """The revision the commit that put ``marker`` applied at, or None if it did not
-        apply (and never will: the marker is burnt)."""
-        assert self._spent is not None
-        burn = Txn(compares=(self._fence, CompareCreated(marker, 0)), puts={marker: BURNT})
+        apply (and never will: the marker is burnt). Either way ``marker.revision`` is
+        its revision now."""
+        seen = marker.revision
+        burn = Txn(compares=(self._fence, Compare(marker.key, seen)), puts={marker.key: BURNT})
         while True:
             try:
-                if (await self._fenced(burn)).succeeded:
-                    self._spent.add(marker)
+                burnt = await self._fenced(burn)
+                if burnt.succeeded:
+                    marker.revision = burnt.revision
                     return None
-                entry = await self._witness.get(marker)
-                if entry is not None:
-                    self._spent.add(marker)
+                # Refused with the fence holding: the commit, or an earlier burn of
+                # unknown outcome, changed the marker (each compares ``seen``, so only
+                # the first of them to reach etcd can have applied).
+                entry = await self._witness.get(marker.key)
+                if entry is not None and entry.mod_revision != seen:
+                    marker.revision = entry.mod_revision
                     return None if entry.value == BURNT else entry.mod_revision
             except Deposed:
                 raise
@@ -172,6 +228,9 @@ class FencedStore:
                 self._depose(why)
                 raise OutcomeUnknown(why)
             await asyncio.sleep(SETTLE_PAUSE_SECONDS)
+
+    def _new_marker(self) -> Marker:
+        return Marker(f"{MARKERS}{self._fence.create_revision}-{next(self._serial)}", 0)
 
     async def close(self) -> None:
         """The store under the fence outlives it (it goes on as a standby's)."""

@@ -45,11 +45,13 @@ def test_fenced_etcd_and_sqlite_each_commit_every_shape(tmp_path: Path) -> None:
     figures, printed = smoke("etcd_commits.py", tmp_path)
     runs = {(r["engine"], r["shape"], r["clients"]) for r in figures["runs"]}
     cases = {("decision", 1), ("decision", 4), ("deployment", 1)}
-    assert runs == {(engine, *case) for engine in ("sqlite", "etcd") for case in cases}
+    engines = ("sqlite", "etcd", "etcd-unmarked")
+    assert runs == {(engine, *case) for engine in engines for case in cases}
     for run in figures["runs"]:
         assert run["commits"] >= 1
         assert 0 < run["p50_ms"] <= run["p99_ms"]
     assert "etcd (fenced) over SQLite" in printed
+    assert "etcd (fenced) over etcd without markers" in printed
     assert len(figures["load"]) == 3
 
 

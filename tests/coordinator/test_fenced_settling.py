@@ -106,7 +106,7 @@ async def test_a_commit_lost_before_it_applied_is_sent_again_and_applied_once(
         result.revision,
     )
     # One revision for burning the lost commit's marker, one for the commit sent again,
-    # which deletes the burnt marker too.
+    # which puts the same marker again.
     assert result.revision == before + 2
     assert list((await markers(etcd)).values()) == [b""]
     assert told == []
@@ -137,13 +137,13 @@ async def test_a_lost_commit_that_conflicts_is_refused_and_never_applies(
     assert await etcd.get("/q") is None
 
 
-async def test_markers_are_deleted_by_later_commits_and_by_the_next_leader(
+async def test_a_marker_is_reused_by_later_commits_and_deleted_by_the_next_leader(
     etcd: EtcdStore,
 ) -> None:
     fenced = await leading(etcd, [BEFORE], [])
     for i in range(5):
         assert (await fenced.commit(Txn(puts={"/q": str(i).encode()}))).succeeded
-    (last,) = (await markers(etcd)).items()  # the burnt one and four answered are gone
+    (last,) = (await markers(etcd)).items()  # burnt once, then put by five commits
     assert last[1] == b""
 
     await etcd.commit(Txn(deletes=(LEADER_KEY,)))
@@ -153,6 +153,25 @@ async def test_markers_are_deleted_by_later_commits_and_by_the_next_leader(
     (kept,) = await etcd.range(MARKERS)
     assert kept.key != last[0]
     assert kept.mod_revision == result.revision
+
+
+async def test_commits_in_flight_at_once_each_hold_a_marker_and_later_ones_reuse_them(
+    etcd: EtcdStore,
+) -> None:
+    fenced = await leading(etcd, [], [])
+
+    async def burst(size: int, round_: int) -> None:
+        txns = [Txn(puts={f"/r/{round_}/{i}": b"x"}) for i in range(size)]
+        results = await asyncio.gather(*(fenced.commit(txn) for txn in txns))
+        assert all(result.succeeded for result in results)
+
+    await burst(8, 0)
+    held = await markers(etcd)
+    for round_ in range(1, 4):
+        await burst(8, round_)
+    now = await markers(etcd)
+    assert held.keys() <= now.keys()  # kept and reused, none deleted
+    assert len(now) <= 8  # never more than the commits in flight at once
 
 
 async def test_a_commit_that_cannot_be_settled_ends_the_leadership_within_its_bound(
