@@ -259,9 +259,10 @@ class DeploymentService:
         of the containers it would preempt (or the refusal it would raise)."""
 
         def preview(draft: Draft) -> tuple[DeployOutcome, list[str]]:
-            before = set(draft.change.removed)
+            before = len(draft.change.notes)
             outcome = placing.deploy(draft, namespace, spec)
-            return outcome, sorted(set(draft.change.removed) - before)
+            told = draft.change.notes[before:]
+            return outcome, sorted(note.container for note in told if note.kind == "preempted")
 
         return await self._sequencer.preview(preview)
 
