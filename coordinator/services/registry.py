@@ -230,6 +230,16 @@ class NodeRegistry:
             self._log_change(before, after)
         return lost
 
+    def forget(self, names: Iterable[str]) -> None:
+        """Drop the records of nodes whose deletion was committed (the deployments'
+        decision deleted their keys); an agent of one that says hello later registers
+        a new node."""
+        for name in names:
+            if self._records.pop(name, None) is not None:
+                self._unusable.pop(name, None)
+                self.version += 1
+                log.info("node deleted", node=name)
+
     async def _save(self, records: Sequence[NodeRecord]) -> None:
         puts = {NODE_PREFIX + record.name: to_json(record) for record in records}
         await self._store.commit(Txn(puts=puts))
