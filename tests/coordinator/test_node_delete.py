@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from coordinator.deployments.stored_books import read_books
 from coordinator.keys import DEPLOYMENTS as SERVICE
 from coordinator.keys import STORE
 from coordinator.services.registry import NodeRegistry
+from tests.allotctl.test_deployments import allotctl
 from tests.coordinator.conftest import (
     NAMESPACE_TOKEN,
     Coordinator,
@@ -136,7 +138,7 @@ async def test_a_node_that_is_not_lost_is_not_deleted_and_nothing_changes(
 
 
 async def test_a_lost_node_goes_with_its_containers_and_its_agent_comes_back_as_a_new_node(
-    cluster: Coordinator,
+    cluster: Coordinator, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async with live(cluster, "node-b"):
         async with live(cluster, "node-a"):
@@ -151,8 +153,9 @@ async def test_a_lost_node_goes_with_its_containers_and_its_agent_comes_back_as_
         registered = (await cluster.get_json("/v1/nodes/node-a"))["registered_at"]
         await until_lost(cluster, "node-a")
 
-        status, answer = await call(cluster, "DELETE", "/v1/nodes/node-a")
-        assert status == 200, answer
+        code, out, err = await allotctl(cluster, capsys, "node", "delete", "node-a", "--json")
+        assert code == 0, err
+        answer = json.loads(out)
         assert (answer["node"], answer["deleted"], answer["released"]) == ("node-a", True, [second])
         stand_in = answer["stand_ins"][second]
         assert answer["placed"] == {stand_in: "node-b"}
