@@ -273,7 +273,8 @@ class Sequencer:
     async def _still_lost(self, node: str) -> Compare:
         """The compare that keeps the deletion of ``node``'s record from passing a hello
         of its agent: decided on the registry as it was, the record must still be the
-        lost one when committed. A conflict when it no longer is."""
+        lost one when committed. A conflict when it no longer is (the batch fails as a
+        whole, as for any conflict)."""
         entry = await self._store.get(NODE_PREFIX + node)
         if entry is None or loaded_record(entry.value)[0].state != NodeHealth.LOST:
             raise DeployRefused(

@@ -201,7 +201,9 @@ class NodeRegistry:
 
     async def report_problems(self, name: str, problems: Sequence[str]) -> None:
         async with self._writing.setdefault(name, asyncio.Lock()):
-            previous = self._records[name]
+            previous = self._records.get(name)
+            if previous is None:  # deleted under its session: its agent says hello again
+                return
             record = on_problems(previous, problems, now=self._wall())
             if record == previous:
                 return

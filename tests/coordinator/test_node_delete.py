@@ -215,3 +215,23 @@ async def test_deletes_and_reads_at_once_leave_memory_equal_to_a_fresh_load(
         views = (await cluster.get_json("/v1/containers"))["containers"]
         assert {view["record"]["node"] for view in views} <= {"node-z", ""}
         await assert_memory_is_a_fresh_load(cluster)
+
+
+async def test_a_deletion_and_its_agents_hello_at_once_leave_one_story(
+    cluster: Coordinator,
+) -> None:
+    """Whichever comes first, the node is there for its agent and memory is the store:
+    deleted, then registered anew holding nothing; or back, keeping its container."""
+    async with live(cluster, "node-a"):
+        status, placed = await call(cluster, "POST", DEPLOYMENTS, whole_cores("web", 1))
+        assert status == 201, placed
+    await until_lost(cluster, "node-a")
+    (status, answer), ws = await asyncio.gather(
+        call(cluster, "DELETE", "/v1/nodes/node-a"), register(cluster, "node-a")
+    )
+    assert status in (200, 409), answer
+    assert (await cluster.get_json("/v1/nodes/node-a"))["state"] == "ready"
+    held = (await cluster.get_json("/v1/containers?node=node-a"))["containers"]
+    assert len(held) == (0 if status == 200 else 1), (status, held)
+    await assert_memory_is_a_fresh_load(cluster)
+    await ws.close()
