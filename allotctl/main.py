@@ -2,6 +2,8 @@
 """``allotctl``: the operator's view of the coordinator.
 
     allotctl nodes                 every node            allotctl node NAME       one node
+    allotctl node delete NAME      take a lost node off the books; its containers' stand-ins
+                                   are placed elsewhere (a node not lost is refused)
     allotctl resources             lease resources       allotctl resource ID     one, with leases
     allotctl quotas                every quota           allotctl quota NAME      one quota
     allotctl pools                 every pool            allotctl pool NAME       one pool
@@ -90,6 +92,7 @@ from allotctl.node_views import (
     cordoned_view,
     drain_left_pending,
     drained_view,
+    node_deleted_view,
 )
 from allotctl.plot import PlotUnavailable, plot_simulation
 from allotctl.user_terms import FlagNames, in_user_terms
@@ -107,7 +110,7 @@ from allotctl.views import (
     simulation_table,
     template_view,
 )
-from client.api import ApiClient, ApiClientError, quote
+from client.api import ApiClient, ApiClientError
 
 SEPARATOR = "--"  # what follows it is a container's command (deploy, replace)
 
@@ -209,6 +212,11 @@ def _show_pools(body: bytes, args: argparse.Namespace) -> str:
     return simulation_table(body) if args.action == "simulate" else pools_table(body)
 
 
+def _node_view(body: bytes, args: argparse.Namespace) -> str:
+    deleted = nodes.node_verb(args)[0] == nodes.DELETE
+    return node_deleted_view(body) if deleted else node_details(body)
+
+
 def _by_action(
     show: Callable[[bytes, argparse.Namespace], str], written: View
 ) -> Callable[[bytes, argparse.Namespace], str]:
@@ -242,10 +250,10 @@ def _get(path: str) -> Callable[[ApiClient, argparse.Namespace], bytes]:
 COMMANDS: dict[str, Command] = {
     "nodes": Command("list the nodes", _no_arguments, _get("/v1/nodes"), _shown(nodes_table)),
     "node": Command(
-        "show one node in detail",
-        _named("name"),
-        lambda client, args: client.get(f"/v1/nodes/{quote(args.name)}"),
-        _shown(node_details),
+        "show one node in detail; 'node delete NAME' takes a lost node off the books",
+        nodes.node_arguments,
+        nodes.node,
+        _node_view,
     ),
     "resources": Command(
         "list lease resources and their templates",

@@ -1,5 +1,5 @@
-"""How ``allotctl`` shows a node's allocation and the answers of cordon, uncordon and
-drain: each view takes the API's answer (JSON) and gives the text a person reads.
+"""How ``allotctl`` shows a node's allocation and the answers of cordon, uncordon, drain
+and node delete: each view takes the API's answer (JSON) and gives the text a person reads.
 
 CPU is shown in cores (the API counts pieces, ``share_base`` of them to a core); memory
 in its largest exact binary unit, or to one decimal when no unit divides it.
@@ -8,13 +8,14 @@ in its largest exact binary unit, or to one decimal when no unit divides it.
 from __future__ import annotations
 
 from client.answers import AnswerDecoder
-from shared.api.node_admin import Allocation, Cordoned
+from shared.api.node_admin import Allocation, Cordoned, NodeDeleted
 from shared.cpuset import docker_cpuset
 from shared.quantity import format_cpu, format_memory, format_memory_approx
 from shared.text import table
 
 _allocation = AnswerDecoder(Allocation)
 _cordoned = AnswerDecoder(Cordoned)
+_deleted = AnswerDecoder(NodeDeleted)
 
 
 def allocation_view(body: bytes) -> str:
@@ -68,8 +69,16 @@ def cordoned_view(body: bytes) -> str:
 
 def drained_view(body: bytes) -> str:
     """``node-b drained: moved 1, pending 1`` and a line per container moved."""
-    answer = _cordoned.decode(body)
-    head = f"{answer.node} drained: moved {len(answer.placed)}, pending {len(answer.pending)}"
+    return _moved_off(_cordoned.decode(body), "drained")
+
+
+def node_deleted_view(body: bytes) -> str:
+    """``node-c deleted: moved 1, pending 0`` and a line per container moved."""
+    return _moved_off(_deleted.decode(body), "deleted")
+
+
+def _moved_off(answer: Cordoned | NodeDeleted, done: str) -> str:
+    head = f"{answer.node} {done}: moved {len(answer.placed)}, pending {len(answer.pending)}"
     lines = [head]
     for old in answer.released:
         new = answer.stand_ins.get(old, "?")

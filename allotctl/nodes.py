@@ -1,6 +1,6 @@
 """The arguments of the node administration commands, and the request each makes:
-``allocation``, ``set-node`` (SetNode, absolute or delta), ``cordon``, ``uncordon`` and
-``drain``."""
+``node`` (show one, or ``node delete NAME``), ``allocation``, ``set-node`` (SetNode,
+absolute or delta), ``cordon``, ``uncordon`` and ``drain``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,31 @@ CAPACITY_MAPS: tuple[tuple[str, str, str, Callable[[str], object]], ...] = (
 
 def node_path(name: str, action: str) -> str:
     return f"/v1/nodes/{quote(name)}/{action}"
+
+
+DELETE = "delete"
+
+
+def node_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="{NAME,delete}", help="the node to show")
+    parser.add_argument("name", nargs="?", help="with delete: the lost node to take away")
+
+
+def node_verb(args: argparse.Namespace) -> tuple[str, str]:
+    """("show", NAME) or ("delete", NAME); anything else is a usage error."""
+    if args.target != DELETE:
+        if args.name is not None:
+            raise ValueError(f"{args.name!r}: expected NAME or delete NAME")
+        return "show", args.target
+    if args.name is None:
+        raise ValueError("delete needs a NAME")
+    return DELETE, args.name
+
+
+def node(client: ApiClient, args: argparse.Namespace) -> bytes:
+    verb, name = node_verb(args)
+    path = f"/v1/nodes/{quote(name)}"
+    return client.delete(path) if verb == DELETE else client.get(path)
 
 
 def allocation(client: ApiClient, args: argparse.Namespace) -> bytes:

@@ -186,7 +186,13 @@ class Books:
             self.allocation_revision[node] = revision
         for node in touched:
             self.node_revision[node] = revision
-        return touched
+        for node in change.deleted_nodes:  # its containers were released in this change
+            self.nodes.pop(node, None)
+            self.cordoned.discard(node)
+            self.inline_allocations.discard(node)
+            self.allocation_revision.pop(node, None)
+            self.node_revision.pop(node, None)
+        return touched - change.deleted_nodes
 
     def keep_preemptions(self, records: list[PreemptionRecord]) -> None:
         self.preemptions = records

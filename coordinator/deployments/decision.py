@@ -43,6 +43,9 @@ class Decision:
     # Set by a decision that may make room without removing anything (a node's capacity
     # grew); removals, uncordons and quota writes say so themselves (``may_make_room``).
     capacity_changed: bool = False
+    # Nodes taken off the books: their records, allocations and cordons go (their
+    # containers were released first, ``node_admin.delete_node``).
+    deleted_nodes: set[str] = field(default_factory=set)
 
     def remove(self, container_id: str, node: str) -> None:
         self.containers.pop(container_id, None)
@@ -55,6 +58,11 @@ class Decision:
     def remove_deployment(self, key: tuple[str, str]) -> None:
         self.deployments.pop(key, None)
         self.removed_deployments.add(key)
+
+    def delete_node(self, node: str) -> None:
+        self.nodes.pop(node, None)
+        self.cordons.pop(node, None)
+        self.deleted_nodes.add(node)
 
     def put_pending(self, record: PendingRecord) -> None:
         self.unpending.discard(record.id)
@@ -79,6 +87,7 @@ class Decision:
             pending=dict(self.pending),
             unpending=set(self.unpending),
             capacity_changed=self.capacity_changed,
+            deleted_nodes=set(self.deleted_nodes),
         )
 
     def is_empty(self) -> bool:
@@ -94,6 +103,7 @@ class Decision:
             or self.quotas
             or self.pending
             or self.unpending
+            or self.deleted_nodes
         )
 
     def operations(self) -> int:
@@ -110,6 +120,7 @@ class Decision:
             + len(self.pending)
             + len(self.unpending)
             + bool(self.preemptions)
+            + 3 * len(self.deleted_nodes)  # its record, allocation header and cordon
         )
 
     def may_make_room(self) -> bool:

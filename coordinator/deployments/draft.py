@@ -152,6 +152,8 @@ class Draft:
         """The node's allocation state; one that holds nothing yet is made from its
         inventory. ``NotFound`` for a node not registered, ``UnusableNode`` for one whose
         record cannot give one."""
+        if node in self.change.deleted_nodes:
+            raise NotFound(f"no node {node}: it was deleted", details={"node": node})
         state = self.change.nodes.get(node) or self.books.nodes.get(node)
         return state if state is not None else self.context.fresh_state(node)
 

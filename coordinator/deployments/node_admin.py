@@ -1,5 +1,5 @@
-"""The administrator's levers on a node's allocation: SetNode, cordon, drain, and the
-capacity following the node's hardware. Each function is a decider (``sequencer``)."""
+"""The administrator's levers on a node's allocation: SetNode, cordon, drain, delete, and
+the capacity following the node's hardware. Each function is a decider (``sequencer``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from coordinator.deployments.draft import Draft
 from coordinator.deployments.inventory_change import capacity_delta
 from coordinator.deployments.outcome import DeployRefused, refused_by_kind
 from coordinator.deployments.pending import Pass, replace_with_stand_ins
+from coordinator.deployments.translate import note_for
+from coordinator.errors import NotFound
 from coordinator.placement import NodeState, PlacementError, set_node
 from coordinator.services.events import Note
 from coordinator.services.plan_nodes import node_from_inventory
+from shared.api.nodes import NodeHealth
 from shared.inventory import Inventory
 from shared.quantity import format_memory
 
@@ -77,3 +80,36 @@ def drain(draft: Draft, node: str) -> Pass:
     cordon(draft, node, True)
     cause = f"node {node} drained"
     return replace_with_stand_ins(draft, draft.on_node(node), lambda _: cause)
+
+
+def delete_node(draft: Draft, node: str) -> Pass:
+    """Take a lost node off the books: its record, allocation state and cordon go. Its
+    containers are handled as a lost node's are past its grace: the live ones released,
+    each leaving a pending stand-in placed at once where there is room, the stopping
+    ones let go (its host is taken to be gone). A node that is not lost -- its agent is
+    connected, or was until its lease runs out -- is refused (409 ``node_not_lost``),
+    nothing changed. If its agent comes back later, it registers as a new node."""
+    record = draft.context.registry.get(node)
+    if record is None or node in draft.change.deleted_nodes:
+        raise NotFound(f"no node {node}", details={"node": node})
+    live, stopping = draft.on_node(node), draft.stopping_on(node)
+    if record.state != NodeHealth.LOST:
+        held = f" and holds {len(live) + len(stopping)} container(s)" if live or stopping else ""
+        raise DeployRefused(
+            "conflict",
+            "node_not_lost",
+            f"node {node} is {record.state}{held}: only a lost node can be deleted; stop"
+            " its agent (drain it first to move its containers) and delete it once it"
+            " shows lost",
+            "conflict",
+            {"node": node, "state": str(record.state), "containers": len(live) + len(stopping)},
+        )
+    cause = f"node {node} deleted"
+    for held_there in stopping:
+        draft.release(held_there)
+        draft.note(note_for("stopped", cause, held_there))
+    done = replace_with_stand_ins(draft, live, lambda _: cause, stop=False)
+    draft.change.delete_node(node)
+    released = f"{len(live)} container(s) released, {len(stopping)} stopping one(s) let go"
+    draft.note(Note("node", f"deleted by an administrator: {released}", node=node))
+    return done

@@ -7,8 +7,10 @@ id takes its place in its deployment's count and is placed at once when there is
 else by a later scheduler pass (``schedule``), which runs whenever room may have
 appeared. Only scaling down and deleting the deployment lower the count.
 
-A pass takes the deployments with pending containers by priority, then the namespace
-furthest below its quota's min, then the age of its oldest pending container. A
+A container that preempted others is pending too, until their agent reports them gone.
+A pass takes the deployments with such preemptors first, since the room their victims
+leave was taken for them; then by priority, then the namespace furthest below its
+quota's min, then the age of its oldest pending container. A
 deployment's pending containers are alike, so they are placed together: as many as fit,
 found by halving (about log2(n) placements), which bounds a pass by the deployments
 waiting rather than the containers.
@@ -25,7 +27,12 @@ from functools import partial
 from coordinator.deployments.books import DeploymentKey
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.outcome import DeployRefused
-from coordinator.deployments.placing import counted, normalized, place_more
+from coordinator.deployments.placing import (
+    counted,
+    normalized,
+    place_more,
+    waiting_for_victims,
+)
 from coordinator.deployments.records import PendingRecord
 from coordinator.deployments.translate import new_id, note_for
 from coordinator.deployments.why import why_not
@@ -106,8 +113,15 @@ def schedule(draft: Draft, only: Iterable[str] | None = None) -> Pass:
             record = draft.container(pending.id)
             assert record is not None, f"{pending.id} was placed by this very pass"
             done.placed[pending.id] = record.node
-        done.waiting.update((pending.id, why) for pending in group[placed:])
+        done.waiting.update((p.id, _preempted_stopping(draft, p) or why) for p in group[placed:])
     return done
+
+
+def _preempted_stopping(draft: Draft, pending: PendingRecord) -> str:
+    """Why a preemptor waits while the containers it preempted are still stopping, or ""."""
+    found = (draft.stopping(victim) for victim in pending.preempted)
+    stopping = [record for record in found if record is not None]
+    return waiting_for_victims(stopping) if stopping else ""
 
 
 def _spec(draft: Draft, key: DeploymentKey) -> DeploymentSpec:
@@ -121,9 +135,10 @@ def _order(
     standing: dict[str, Fraction],
     group: list[PendingRecord],
     key: DeploymentKey,
-) -> tuple[int, float | Fraction, float, DeploymentKey]:
+) -> tuple[bool, int, float | Fraction, float, DeploymentKey]:
     oldest = min(pending.since for pending in group)
-    return (-spec.priority, standing.get(key[0], math.inf), oldest, key)
+    preemptor = any(pending.preempted for pending in group)
+    return (not preemptor, -spec.priority, standing.get(key[0], math.inf), oldest, key)
 
 
 def _min_standing(draft: Draft, namespaces: set[str]) -> dict[str, Fraction]:

@@ -4,10 +4,13 @@ A deployment is admitted against its pool's limits and its quota's max, then pla
 strategy on the ready, uncordoned nodes beside what they hold. One that does not fit may
 preempt: placed one container at a time, a container that finds no room asks every ready
 node for a preemption plan under the quota rules (quotas spec 8: only over-quota
-containers of other quotas, R1/R2, the cool-down), takes the node ``choose_node`` picks,
-releases the victims there and places it. The victims and the new containers go into the
-same decision, so no capacity is counted twice or lost. Containers that need GPUs are
-placed one at a time on the nodes that still have the devices.
+containers of other quotas, R1/R2, the cool-down), takes the node ``choose_node`` picks
+and stops the victims there. Like every removal, a victim keeps its cores, memory and
+GPUs on its node until its agent reports it gone (``stopping``); its quota stops counting
+it at once, as it does any stopping container. The preemptor is pending until then, with
+the victims named in its reason, and the first pass after the report places it
+(``pending.schedule`` takes preemptors first). Containers that need GPUs are placed one
+at a time on the nodes that still have the devices.
 
 Each public function is a decider (``sequencer``): it reads and writes a ``Draft``.
 """
@@ -29,11 +32,13 @@ from coordinator.deployments.outcome import (
     refused_by_placement,
 )
 from coordinator.deployments.pool_link import check_pool_limits, check_pool_use
+from coordinator.deployments.records import PendingRecord
 from coordinator.deployments.sequencer import Refused
 from coordinator.deployments.translate import (
     container_of,
     new_id,
     note_for,
+    pending_container,
     quota_candidate,
     quota_container,
     unit_need,
@@ -84,7 +89,7 @@ def deploy(draft: Draft, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
     _note_admitted(draft, namespace, spec, ids)
     deployment = DeploymentRecord(namespace=namespace, spec=spec, created=now)
     draft.put_deployment(deployment)
-    return DeployOutcome(deployment, [_placed(draft, cid) for cid in ids])
+    return DeployOutcome(deployment, [_shown(draft, spec, cid) for cid in ids])
 
 
 def scale(draft: Draft, namespace: str, name: str, count: int) -> DeployOutcome:
@@ -231,6 +236,12 @@ def _placed(draft: Draft, container_id: str) -> ContainerRecord:
     return record
 
 
+def _shown(draft: Draft, spec: DeploymentSpec, container_id: str) -> ContainerRecord:
+    """A container this decision made, placed or (a preemptor) pending."""
+    pending = draft.pending(container_id)
+    return _placed(draft, container_id) if pending is None else pending_container(pending, spec)
+
+
 def _place_new(
     draft: Draft, namespace: str, spec: DeploymentSpec, resources: Normalized, now: float
 ) -> list[str]:
@@ -314,8 +325,13 @@ def _place_one_by_one(
                 refusal = refused_by_placement("capacity", error, "conflict")
                 refusal.details["admitted_before_refusal"] = index
                 raise refusal from error
-            node = _preempt_for(draft, candidate, views, quota_counted, now)
-            quota_counted = [c for c in quota_counted if c.name not in draft.change.removed]
+            node, victims = _preempt_for(draft, candidate, views, quota_counted, now)
+            if victims:
+                gone = {f"{victim.namespace}/{victim.id}" for victim in victims}
+                quota_counted = [c for c in quota_counted if c.key not in gone]
+                _wait_for_victims(draft, namespace, spec, container_id, victims, now)
+                quota_counted.append(candidate)  # counted for the rest of this decision
+                continue
             placement = _placement_on(draft, node, resources, index)
         (node,) = placement.plans
         granted = {container_id: grants[node]} if need else None
@@ -343,13 +359,16 @@ def _note_admitted(
     """The ``admitted`` event, first among the decision's: how many containers went into
     which pool, and how the quota that governs the namespace labels them."""
     relabel(draft)  # the labels they will be committed with
-    labels = Counter(_placed(draft, cid).capacity for cid in ids)
+    placed = [record for record in map(draft.container, ids) if record is not None]
+    labels = Counter(record.capacity for record in placed)
     governing = [q.name for q in draft.quotas() if namespace in q.namespaces]
     quota = (
         f"quota {governing[0]}: {labels['in-quota']} in-quota, {labels['over-quota']} over-quota"
         if governing
         else "no quota governs the namespace"
     )
+    if len(placed) < len(ids):
+        quota += f", {len(ids) - len(placed)} pending until the containers they preempted stop"
     reason = f"{len(ids)} container(s){why} into pool {spec.pool or namespace}; {quota}"
     draft.note_first(Note("admitted", reason, namespace=namespace, deployment=spec.name))
 
@@ -360,9 +379,10 @@ def _preempt_for(
     views: list[Node],
     quota_counted: list[QuotaContainer],
     now: float,
-) -> str:
-    """Release the victims of the best node's preemption plan for ``candidate``; that
-    node's name. ``DeployRefused`` with every node's reason when no node may preempt."""
+) -> tuple[str, list[ContainerRecord]]:
+    """Stop the victims of the best node's preemption plan for ``candidate``: that node's
+    name and the victims, which hold their room until their agent reports them gone.
+    ``DeployRefused`` with every node's reason when no node may preempt."""
     quotas = draft.context.quotas
     recent = draft.preemptions()
     plans = {
@@ -389,19 +409,50 @@ def _preempt_for(
             {"preemption": {name: plan.reason for name, plan in plans.items()}},
         )
     plan = plans[node]
+    victims = []
     for key in plan.victims or []:
         victim = draft.container(key.split("/", 1)[1])
         assert victim is not None, f"victim {key} is counted, so it is live"
-        draft.release(victim)
         why = f"by {candidate.name} of {candidate.namespace}: {plan.reason}"
+        draft.stop(victim, f"preempted {why}")
         draft.note(note_for("preempted", why, victim))
+        victims.append(victim)
     draft.change.preemptions.extend(plan.records(now))
-    return node
+    return node, victims
+
+
+def waiting_for_victims(victims: list[ContainerRecord]) -> str:
+    """Why a preemptor is pending: "waiting for preempted containers to stop: c1, c2 on
+    n1" (a plan's victims are all on one node)."""
+    ids = ", ".join(victim.id for victim in victims)
+    return f"waiting for preempted containers to stop: {ids} on {victims[0].node}"
+
+
+def _wait_for_victims(
+    draft: Draft,
+    namespace: str,
+    spec: DeploymentSpec,
+    container_id: str,
+    victims: list[ContainerRecord],
+    now: float,
+) -> None:
+    """The preemptor ``container_id`` is pending until its victims are gone."""
+    pending = PendingRecord(
+        id=container_id,
+        namespace=namespace,
+        deployment=spec.name,
+        since=now,
+        cause=waiting_for_victims(victims),
+        preempted=tuple(victim.id for victim in victims),
+    )
+    draft.put_pending(pending)
+    draft.note(note_for("pending", pending.cause, pending))
 
 
 def _placement_on(draft: Draft, node: str, resources: Normalized, index: int) -> Placement:
-    """One container on ``node`` after its victims left; the quota engine counts amounts,
-    not core layouts, so this can still fail (refused, nothing changed)."""
+    """One container on ``node``, where the quota engine finds room without preempting;
+    it counts amounts, not core layouts, so this can still fail (refused, nothing
+    changed)."""
     try:
         return place([draft.node_state(node).view()], resources, 1, "auto")
     except PlacementError as error:

@@ -27,8 +27,9 @@ def pending_key(container_id: str) -> str:
 
 class PendingRecord(msgspec.Struct, frozen=True, kw_only=True):
     """A container its deployment counts but no node holds yet: it stands in for one that
-    was drained, lost with its node or deleted, until the scheduler places it (with this
-    id). Its image, command and resources are its deployment's when it is placed."""
+    was drained, lost with its node or deleted, or it preempted containers that are still
+    stopping, until the scheduler places it (with this id). Its image, command and
+    resources are its deployment's when it is placed."""
 
     id: str
     namespace: str
@@ -36,3 +37,6 @@ class PendingRecord(msgspec.Struct, frozen=True, kw_only=True):
     since: float  # when it became pending; the scheduler places older ones first
     cause: str  # why it is pending, e.g. "node n1 drained"
     replaces: str = ""  # the container it stands in for
+    # The containers it preempted (on one node), whose room is kept for it: it is placed
+    # first once their agent reports them gone (``pending.schedule``).
+    preempted: tuple[str, ...] = ()

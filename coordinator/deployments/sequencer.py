@@ -36,13 +36,19 @@ from coordinator.deployments.books import Books
 from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.draft import Draft
-from coordinator.deployments.node_records import allocation_key, node_writes
+from coordinator.deployments.node_records import (
+    allocation_key,
+    container_allocation_key,
+    node_writes,
+)
 from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import container_key, deployment_key, pending_key
 from coordinator.services.events import EventLog, Note
 from coordinator.services.quota_service import QUOTA_PREFIX
+from coordinator.services.registry import NODE_PREFIX, loaded_record
 from coordinator.store import Compare, Store, Txn
 from coordinator.store.quorum import Quorum, QuorumLost
+from shared.api.nodes import NodeHealth
 from shared.codec import to_json
 
 T = TypeVar("T")
@@ -230,10 +236,15 @@ class Sequencer:
         books = self._books
         compares = tuple(
             Compare(allocation_key(node), books.allocation_revision.get(node, 0))
-            for node in sorted(batch.nodes)
+            for node in sorted({*batch.nodes, *batch.deleted_nodes})
         )
         puts: dict[str, bytes] = {}
         deletes: list[str] = []
+        for node in sorted(batch.deleted_nodes):
+            compares += (await self._still_lost(node),)
+            held = books.nodes[node].allocations if node in books.nodes else {}
+            deletes += [NODE_PREFIX + node, allocation_key(node), CORDON_PREFIX + node]
+            deletes += [container_allocation_key(node, cid) for cid in held]
         for node, state in batch.nodes.items():
             inline = node in books.inline_allocations
             node_puts, node_deletes = node_writes(books.nodes.get(node), state, inline=inline)
@@ -263,9 +274,9 @@ class Sequencer:
             raise DeployRefused(
                 "conflict",
                 "conflict",
-                "another writer changed these nodes' allocations; try again",
+                "another writer changed these nodes' allocations or records; try again",
                 "conflict",
-                {"nodes": sorted(batch.nodes)},
+                {"nodes": sorted({*batch.nodes, *batch.deleted_nodes})},
             )
         self._context.quotas.apply(batch.quotas)
         books.inline_allocations.difference_update(batch.nodes)
@@ -277,6 +288,22 @@ class Sequencer:
                 publish(touched)
         for listen in self._listeners:
             listen(batch)
+
+    async def _still_lost(self, node: str) -> Compare:
+        """The compare that keeps the deletion of ``node``'s record from passing a hello
+        of its agent: decided on the registry as it was, the record must still be the
+        lost one when committed. A conflict when it no longer is (the batch fails as a
+        whole, as for any conflict)."""
+        entry = await self._store.get(NODE_PREFIX + node)
+        if entry is None or loaded_record(entry.value)[0].state != NodeHealth.LOST:
+            raise DeployRefused(
+                "conflict",
+                "node_not_lost",
+                f"node {node} came back while it was being deleted; it was not deleted",
+                "conflict",
+                {"node": node},
+            )
+        return Compare(entry.key, entry.mod_revision)
 
 
 def _failed(error: BaseException) -> Exception:

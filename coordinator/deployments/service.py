@@ -263,9 +263,10 @@ class DeploymentService:
         of the containers it would preempt (or the refusal it would raise)."""
 
         def preview(draft: Draft) -> tuple[DeployOutcome, list[str]]:
-            before = set(draft.change.removed)
+            before = len(draft.change.notes)
             outcome = placing.deploy(draft, namespace, spec)
-            return outcome, sorted(set(draft.change.removed) - before)
+            told = draft.change.notes[before:]
+            return outcome, sorted(note.container for note in told if note.kind == "preempted")
 
         return await self._sequencer.preview(preview)
 
@@ -318,6 +319,11 @@ class DeploymentService:
     async def drain(self, node: str) -> Pass:
         return self._passed(await self._sequencer.decide(lambda d: node_admin.drain(d, node)))
 
+    async def delete_node(self, node: str) -> Pass:
+        """Take a lost node off the books (``node_admin.delete_node``); its containers'
+        stand-ins are placed at once where there is room."""
+        return self._passed(await self._sequencer.decide(lambda d: node_admin.delete_node(d, node)))
+
     async def schedule(self) -> Pass:
         """One scheduler pass: place what pending containers fit now."""
         return self._passed(await self._sequencer.decide(place_pending))
@@ -347,6 +353,11 @@ class DeploymentService:
                 self._scheduling = False
 
     def _after_commit(self, batch: Decision) -> None:
+        registry = self._context.registry
+        if batch.deleted_nodes and isinstance(registry, NodeRegistry):
+            registry.forget(batch.deleted_nodes)
+            for node in batch.deleted_nodes:
+                self._context.fresh.pop(node, None)
         if batch.may_make_room() and self._books.pending:
             self._room.set()
 

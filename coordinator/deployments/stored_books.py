@@ -100,7 +100,8 @@ def _books_of(entries: list[Entry]) -> Books:
 
 
 def change_of(events: Iterable[Event], books: Books) -> Decision:
-    """What ``events`` (of one transaction, or every key's put) change in ``books``.
+    """What ``events`` (of one transaction, or every key's put) change in ``books``; a
+    node whose allocation header was deleted is a deleted node.
     Preemption records are kept at once: they are no part of a ``Decision``."""
     change = Decision()
     of_nodes: defaultdict[str, list[Event]] = defaultdict(list)
@@ -136,6 +137,9 @@ def change_of(events: Iterable[Event], books: Books) -> Decision:
         elif key == PREEMPTIONS_KEY:
             books.keep_preemptions([] if event.deleted else _decode_preemptions.decode(event.value))
     for node, node_events in of_nodes.items():
+        if any(event.deleted and not parse_key(event.key)[1] for event in node_events):
+            change.delete_node(node)  # its header goes only with the node
+            continue
         state = _node_state(node, node_events, books)
         if state is not None:
             change.nodes[node] = state
@@ -153,7 +157,7 @@ def _node_state(node: str, events: list[Event], books: Books) -> NodeState | Non
     for event in events:
         container_id = parse_key(event.key)[1]
         if not container_id:
-            if not event.deleted:  # the coordinator never deletes a header
+            if not event.deleted:  # a deleted header is a deleted node (``change_of``)
                 head = _decode_node.decode(event.value)
         elif event.deleted:
             gone.add(container_id)

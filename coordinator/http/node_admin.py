@@ -12,6 +12,8 @@
     POST  /v1/nodes/{name}/drain        cordon, and move every container elsewhere: the
                                         ids released, each one's stand-in, where the
                                         stand-ins went, and why the rest are pending
+    DELETE /v1/nodes/{name}             take a lost node off the books (409 while it is
+                                        not lost): the same answer as drain's
 
 Changing a node is admin-only; reading its allocation is open to any token, but a
 namespace token sees only its namespaces' containers by id, the others as a count.
@@ -24,6 +26,7 @@ from typing import Literal
 import msgspec
 from aiohttp import web
 
+from coordinator.deployments.pending import Pass
 from coordinator.deployments.service import DeploymentService
 from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import ADMIN, Principal, principal_of, require_admin
@@ -72,17 +75,24 @@ async def uncordon(request: web.Request) -> web.Response:
 async def drain(request: web.Request) -> web.Response:
     require_admin(request, "draining a node")
     service, node = _service_and_node(request)
-    moved = await service.drain(node)
-    return json_response(
-        {
-            "node": node,
-            "cordoned": True,
-            "released": list(moved.stand_ins),
-            "stand_ins": moved.stand_ins,
-            "placed": moved.placed,
-            "pending": moved.waiting,
-        }
-    )
+    return json_response({"node": node, "cordoned": True, **_moved(await service.drain(node))})
+
+
+async def delete_node(request: web.Request) -> web.Response:
+    require_admin(request, "deleting a node")
+    service, node = _service_and_node(request)
+    moved = await service.delete_node(node)
+    return json_response({"node": node, "deleted": True, **_moved(moved)})
+
+
+def _moved(moved: Pass) -> dict[str, object]:
+    """The containers a drain or a deletion took off a node, and where they went."""
+    return {
+        "released": list(moved.stand_ins),
+        "stand_ins": moved.stand_ins,
+        "placed": moved.placed,
+        "pending": moved.waiting,
+    }
 
 
 async def _cordoned(request: web.Request, cordoned: bool) -> web.Response:
@@ -138,3 +148,4 @@ def add_node_admin_routes(app: web.Application) -> None:
     app.router.add_post(node + "/cordon", cordon)
     app.router.add_post(node + "/uncordon", uncordon)
     app.router.add_post(node + "/drain", drain)
+    app.router.add_delete(node, delete_node)

@@ -81,6 +81,14 @@ DRAINED: dict[str, Any] = {
         "team-a-web-5ca1ab1e": "needs 2 CPU on one node; the most free is 1.5 CPU, on node-b"
     },
 }
+NODE_DELETED: dict[str, Any] = {
+    "node": "node-c",
+    "deleted": True,
+    "released": ["team-a-web-0ddba11a"],
+    "stand_ins": {"team-a-web-0ddba11a": "team-a-web-5eed1e55"},
+    "placed": {"team-a-web-5eed1e55": "node-b"},
+    "pending": {},
+}
 
 # --- leases -------------------------------------------------------------------------
 

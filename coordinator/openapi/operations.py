@@ -344,6 +344,27 @@ _NODES = (
         ),
     ),
     Operation(
+        "DELETE",
+        "/v1/nodes/{name}",
+        id="deleteNode",
+        summary="Take a lost node off the books",
+        tag="nodes",
+        who="admin",
+        response="NodeDeleted",
+        examples={"one container moved": ex.NODE_DELETED},
+        errors=(401, 403, 404, 409, 503),
+        params=(NODE,),
+        description=(
+            "Only a node that is lost can be deleted: one that is ready or degraded (its"
+            " agent connected) is refused, 409 node_not_lost, nothing changed. Its record,"
+            " allocation state and cordon go, in one commit with its containers, which are"
+            " handled as a lost node's past its grace: each live one is released and leaves"
+            " a stand-in, placed on the other nodes where there is room; its stopping ones"
+            " are let go. An agent of that name that says hello later registers a new node;"
+            " nothing of the old one comes back."
+        ),
+    ),
+    Operation(
         "GET",
         "/v1/agent",
         id="agentSocket",

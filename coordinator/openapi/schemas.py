@@ -71,6 +71,15 @@ QUANTITIES = described(
     'resource -> quantity: cpu in cores (2, "500m"), memory in bytes or a quantity'
     ' ("1Gi"), devices in units ("nvidia.com/gpu": 1)',
 )
+# What a drain or a deletion of a node answers of the containers it took off the node.
+_MOVED_OFF = {
+    "released": described(array(STRING), "the ids of the containers moved off it"),
+    "stand_ins": described(
+        MAP_OF_STRINGS, "each released id -> the id of the container in its stead"
+    ),
+    "placed": described(MAP_OF_STRINGS, "the stand-ins placed at once -> their node"),
+    "pending": described(MAP_OF_STRINGS, "the stand-ins left pending -> why they do not fit yet"),
+}
 _SHARES = dict.fromkeys(("strong", "integral", "weight_proportional", "total"), NUMBER)
 
 SCHEMAS: dict[str, Schema] = {
@@ -96,20 +105,8 @@ SCHEMAS: dict[str, Schema] = {
     "Empty": obj({}, closed=True, description="An empty object: done, nothing to say."),
     "NodeList": obj({"nodes": array(ref("NodeView"))}),
     "NodeCordon": obj({"node": STRING, "cordoned": BOOLEAN}),
-    "NodeDrained": obj(
-        {
-            "node": STRING,
-            "cordoned": BOOLEAN,
-            "released": described(array(STRING), "the ids of the containers moved off it"),
-            "stand_ins": described(
-                MAP_OF_STRINGS, "each released id -> the id of the container in its stead"
-            ),
-            "placed": described(MAP_OF_STRINGS, "the stand-ins placed at once -> their node"),
-            "pending": described(
-                MAP_OF_STRINGS, "the stand-ins left pending -> why they do not fit yet"
-            ),
-        }
-    ),
+    "NodeDrained": obj({"node": STRING, "cordoned": BOOLEAN, **_MOVED_OFF}),
+    "NodeDeleted": obj({"node": STRING, "deleted": BOOLEAN, **_MOVED_OFF}),
     "ResourceList": obj(
         {"templates": array(ref("ResourceTemplate")), "resources": array(ref("ResourceStatus"))}
     ),

@@ -4,7 +4,8 @@
     ready/degraded -> lost  the node's lease expired: no heartbeat for lease_seconds
     lost -> ready/degraded  the agent said hello again
 
-A node is never forgotten by these rules; an operator removes it (a later issue).
+A node is never forgotten by these rules; an operator deletes a lost one
+(``deployments.node_admin.delete_node``).
 """
 
 from __future__ import annotations

@@ -201,7 +201,9 @@ class NodeRegistry:
 
     async def report_problems(self, name: str, problems: Sequence[str]) -> None:
         async with self._writing.setdefault(name, asyncio.Lock()):
-            previous = self._records[name]
+            previous = self._records.get(name)
+            if previous is None:  # deleted under its session: its agent says hello again
+                return
             record = on_problems(previous, problems, now=self._wall())
             if record == previous:
                 return
@@ -229,6 +231,16 @@ class NodeRegistry:
         for before, after in zip(previous, lost, strict=True):
             self._log_change(before, after)
         return lost
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Drop the records of nodes whose deletion was committed (the deployments'
+        decision deleted their keys); an agent of one that says hello later registers
+        a new node."""
+        for name in names:
+            if self._records.pop(name, None) is not None:
+                self._unusable.pop(name, None)
+                self.version += 1
+                log.info("node deleted", node=name)
 
     async def _save(self, records: Sequence[NodeRecord]) -> None:
         puts = {NODE_PREFIX + record.name: to_json(record) for record in records}

@@ -1,6 +1,6 @@
 """What a node offers and holds, and what the admin's levers on it answer:
 ``/v1/nodes/{name}/allocation``, ``.../capacity``, ``.../cordon``, ``.../uncordon``,
-``.../drain`` (``coordinator.http.node_admin``)."""
+``.../drain`` and ``DELETE /v1/nodes/{name}`` (``coordinator.http.node_admin``)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,17 @@ class Cordoned(msgspec.Struct, frozen=True):
     cordoned: bool
     # Drain's: the containers released from the node; each one's stand-in (a new id);
     # the stand-ins placed (-> node) and those left pending (-> why).
+    released: list[str] = []
+    stand_ins: dict[str, str] = {}
+    placed: dict[str, str] = {}
+    pending: dict[str, str] = {}
+
+
+class NodeDeleted(msgspec.Struct, frozen=True):
+    """What deleting a (lost) node answers: its containers released as drain's are."""
+
+    node: str
+    deleted: bool
     released: list[str] = []
     stand_ins: dict[str, str] = {}
     placed: dict[str, str] = {}

@@ -25,7 +25,7 @@ from shared.api.containers import ContainerList, ContainerView
 from shared.api.deployments import Deleted, DeploymentList, DeploymentSpec, DeploymentView
 from shared.api.events import EventList
 from shared.api.leases import ResourceList
-from shared.api.node_admin import Cordoned
+from shared.api.node_admin import Cordoned, NodeDeleted
 from shared.api.nodes import NodeList
 from shared.codec import json_decoder
 
@@ -35,6 +35,7 @@ NAMED: dict[str, type[msgspec.Struct]] = {
     "NodeList": NodeList,
     "NodeCordon": Cordoned,
     "NodeDrained": Cordoned,
+    "NodeDeleted": NodeDeleted,
     "ResourceList": ResourceList,
     "DeploymentList": DeploymentList,
     "DeploymentDeleted": Deleted,

@@ -1,6 +1,7 @@
 """allotctl's node administration commands: the SetNode body its flags make, the
-allocation and the answers of cordon, uncordon and drain as printed, and every command
-run through ``main`` against an in-process coordinator."""
+allocation and the answers of cordon, uncordon, drain and node delete as printed, and
+every command run through ``main`` against an in-process coordinator (deleting a lost
+node: tests/coordinator/test_node_delete.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from allotctl.node_views import (
     cordoned_view,
     drain_left_pending,
     drained_view,
+    node_deleted_view,
 )
 from allotctl.nodes import capacity
 from allotctl.views import plan_tables
@@ -69,6 +71,8 @@ def test_set_node_refuses_to_change_nothing() -> None:
         (["set-node", "node-a", "--mode", "delta", "--numa-memory", "x=1Gi"], "NUMA=BYTES"),
         (["cordon"], "the following arguments are required: node"),
         (["drain", "node-a", "node-b"], "unrecognized arguments: node-b"),
+        (["node"], "the following arguments are required: {NAME,delete}"),
+        (["node", "delete", "node-a", "node-b"], "unrecognized arguments: node-b"),
         (["allocation", "node-a", "--", "sleep"], "allocation takes no command after --"),
     ],
 )
@@ -186,6 +190,19 @@ def test_cordon_uncordon_and_drain_answer_in_one_line() -> None:
     assert not drain_left_pending(empty)
 
 
+def test_a_node_deletion_shows_where_its_containers_went() -> None:
+    deleted = (
+        b'{"node": "node-c", "deleted": true, "released": ["a", "b"],'
+        b' "stand_ins": {"a": "c", "b": "d"}, "placed": {"c": "node-b"},'
+        b' "pending": {"d": "no room"}}'
+    )
+    assert node_deleted_view(deleted) == (
+        "node-c deleted: moved 1, pending 1\n  a -> c on node-b\n  b -> d pending: no room"
+    )
+    empty = b'{"node": "node-c", "deleted": true}'
+    assert node_deleted_view(empty) == "node-c deleted: moved 0, pending 0"
+
+
 # -- through main, against a coordinator ------------------------------------------------
 
 
@@ -258,6 +275,16 @@ async def test_every_node_command_through_main(
     await report_caught_up(cluster, node_a)
     code, out, _ = await allotctl(cluster, capsys, "allocation", "node-a")
     assert out.splitlines()[2] == "cores        0 of 3 used (0 bound, 0 unbound)"
+
+    code, out, err = await allotctl(cluster, capsys, "node", "delete", "node-a")
+    assert (code, out) == (1, ""), out
+    assert err.splitlines()[0].endswith("(409 node_not_lost)"), err
+    code, out, err = await allotctl(cluster, capsys, "node", "delete")
+    assert (code, err) == (1, "allotctl: delete needs a NAME\n")
+    code, out, err = await allotctl(cluster, capsys, "node", "node-a", "extra")
+    assert (code, err) == (1, "allotctl: 'extra': expected NAME or delete NAME\n")
+    code, out, err = await allotctl(cluster, capsys, "node", "node-a")
+    assert (code, out.splitlines()[0].split()) == (0, ["name", "node-a"]), err
     code, out, _ = await allotctl(cluster, capsys, "drain", "node-a")
     assert out == "node-a drained: moved 0, pending 0\n"
     code, out, _ = await allotctl(cluster, capsys, "events", "--node", "node-a", "--kind", "node")

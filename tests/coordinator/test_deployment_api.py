@@ -389,8 +389,19 @@ async def test_a_namespace_claiming_its_min_preempts_an_over_quota_container_of_
     )
     assert preempted["container"] == newest_over["id"]
     assert "R1" in preempted["reason"]
+    # The victim keeps its core until its agent reports it gone; the claim waits for it.
     left = (await call(cluster, "GET", "/v1/containers?namespace=team-a"))[1]["containers"]
-    assert len(left) == 3
+    states = {view["record"]["id"]: view["state"] for view in left}
+    assert states.pop(newest_over["id"]) == "stopping"
+    assert sorted(states.values()) == ["starting"] * 3
+    (claimed,) = answer["containers"]
+    assert (claimed["state"], claimed["record"]["node"]) == ("pending", "")
+    assert claimed["reason"] == (
+        f"waiting for preempted containers to stop: {newest_over['id']} on node-a"
+    )
+    await report_caught_up(cluster, ws)  # the decision that lets the victim go places it
+    shown = (await call(cluster, "GET", f"/v1/containers/{claimed['record']['id']}"))[1]
+    assert (shown["state"], shown["record"]["node"]) == ("starting", "node-a"), shown
     # team-b is now at its min: one more claim is refused, as R2 allows no more
     status, refused = await call(
         cluster, "POST", "/v1/namespaces/team-b/deployments", spec("more", count=2)

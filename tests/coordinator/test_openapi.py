@@ -438,6 +438,9 @@ async def test_live_answers_match_the_documented_schemas(cluster: Coordinator) -
     await call("DELETE", "/v1/pools/{name}", 200, at=pool)
     await call("DELETE", "/v1/resources/{id}", 200, at=glob)
     await call("POST", "/v1/nodes/{name}/drain", 200, at=node)
+    await call("DELETE", "/v1/nodes/{name}", 409, at=node)  # ready: only a lost one goes
+    await call("DELETE", "/v1/nodes/{name}", 403, at=node, token=NAMESPACE_TOKEN)
+    await call("DELETE", "/v1/nodes/{name}", 404, at={"name": "ghost"})
     await call("GET", OPENAPI_PATH, 200)
 
     every = {(method, path) for method, path, _ in operations()}

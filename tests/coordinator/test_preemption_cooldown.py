@@ -7,7 +7,7 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.coordinator.conftest import Coordinator, config_for, register, start
+from tests.coordinator.conftest import Coordinator, config_for, register, report_caught_up, start
 from tests.coordinator.test_deployment_api import call, spec
 
 
@@ -35,6 +35,7 @@ async def test_the_cool_down_outlives_a_restart(tmp_path: Path) -> None:
         assert await deploy(cluster, "team-a", "claim", 1) == 201  # R1: team-a takes one back
         preempted = (await call(cluster, "GET", "/v1/events?kind=preempted"))[1]["events"]
         assert [event["namespace"] for event in preempted] == ["team-b"]
+        await report_caught_up(cluster, ws)  # the victim is gone: the claim is placed
         # The minimums move so that team-b could now reclaim from a borrowing team-a.
         await quota(cluster, "team-a", "0.5")
         await quota(cluster, "team-b", "1.5")

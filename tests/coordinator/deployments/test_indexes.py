@@ -1,13 +1,13 @@
-"""The books after random sequences of decisions, nodes lost and back, quota writes and
-scheduler passes (issues 16, 17 and 18). After every step: each index equals one rebuilt
-from scratch (containers by node, deployment, namespace and pool; each pool's requests;
-pending containers by deployment); every deployment counts, placed and pending, the
-containers it was last scaled to; no core piece is both bound and shared, and no node's
-unbound CPU requests exceed its shared pool x ``cpu_overcommit``; after a scheduler pass
-no pending container fits; the books a standby keeps from the store's watch
-(``WarmBooks``) equal the deciding service's, revisions included, and the node records
-it keeps (``WarmNodes``) the registry's. At the end the books
-equal what a fresh load of the store gives."""
+"""The books after random sequences of decisions, nodes lost and back or deleted, quota
+writes and scheduler passes (issues 16, 17, 18 and 26). After every step: each index
+equals one rebuilt from scratch (containers by node, deployment, namespace and pool;
+each pool's requests; pending containers by deployment); every deployment counts, placed
+and pending, the containers it was last scaled to; no core piece is both bound and
+shared, and no node's unbound CPU requests exceed its shared pool x ``cpu_overcommit``;
+after a scheduler pass no pending container fits; the books a standby keeps from the
+store's watch (``WarmBooks``) equal the deciding service's, revisions included, and the
+node records it keeps (``WarmNodes``) the registry's. At the end the books equal what a
+fresh load of the store gives."""
 
 from __future__ import annotations
 
@@ -86,7 +86,9 @@ operations = st.one_of(
     st.builds(Op, kind=st.just("end_swap"), pick=st.integers(0, 9), flag=st.booleans()),
     st.builds(
         Op,
-        kind=st.sampled_from(("cordon", "uncordon", "drain", "lose", "return", "report")),
+        kind=st.sampled_from(
+            ("cordon", "uncordon", "drain", "lose", "return", "report", "delete_node")
+        ),
         node=st.sampled_from(NODES),
     ),
     st.builds(Op, kind=st.just("quota"), count=st.integers(0, 4)),
@@ -133,13 +135,16 @@ async def run(op: Op, service: DeploymentService, clock: list[float]) -> None:
             await service.cordon(op.node, op.kind == "cordon")
         case "drain":
             await service.drain(op.node)
+        case "delete_node":  # refused unless the node is lost; "return" registers it anew
+            await service.delete_node(op.node)
         case "lose":  # its lease runs out, the others' are renewed; released at once
             clock[0] += LEASE_SECONDS + 1
             for node in NODES:
                 if node != op.node:
                     registry.heartbeat(node)
             await registry.expire_leases()
-            await service.release_lost(0.0)
+            if not op.flag:  # flag: still within its grace, holding its containers
+                await service.release_lost(0.0)
         case "return":
             await registry.hello(
                 op.node, inventory=make_inventory(), address="x", agent_version="t"
@@ -203,7 +208,7 @@ async def scenario(ops: list[Op], directory: Path) -> None:
         # make already there (the cache holds by the inventory's identity).
         taken = await NodeRegistry.load(store, lease_seconds=LEASE_SECONDS, loaded=records)
         context = dataclasses.replace(service._context, registry=taken, fresh=fresh)
-        assert set(fresh) == set(NODES)
+        assert set(fresh) == {record.name for record in registry.all()}  # deleted ones gone
         for name, (_, state) in fresh.items():
             assert context.fresh_state(name) is state
             assert _plain_node(state) == _plain_node(service._context.fresh_state(name))
@@ -269,6 +274,28 @@ def test_a_fixed_sequence_leaves_what_it_decided(tmp_path: Path) -> None:
     ]
     asyncio.run(scenario(ops, tmp_path))
     assert asyncio.run(_counts(tmp_path)) == (3, 2)
+
+
+def test_a_deleted_node_leaves_the_books_and_a_standbys_alike(tmp_path: Path) -> None:
+    """A lost node deleted with its containers (live, stopping, cordoned), then back as
+    a new node: the standby's books and records follow, and a fresh load agrees."""
+    ops = [
+        Op("cordon", node="n1"),
+        Op("cordon", node="n2"),
+        Op("deploy", count=4, flag=True),  # all four on n0
+        Op("delete", pick=0),  # one stopping there
+        Op("uncordon", node="n1"),
+        Op("cordon", node="n0"),
+        Op("delete_node", node="n0"),  # ready: refused
+        Op("lose", node="n0", flag=True),  # within its grace: it holds them still
+        Op("delete_node", node="n0"),
+        Op("delete_node", node="n0"),  # gone: refused
+        Op("return", node="n0"),
+        Op("deploy", name="b", count=2, flag=True),
+        Op("schedule"),
+    ]
+    asyncio.run(scenario(ops, tmp_path))
+    assert asyncio.run(_counts(tmp_path)) == (6, 2)
 
 
 async def _counts(directory: Path) -> tuple[int, int]:

@@ -1,6 +1,6 @@
-"""The scheduler's order when room is short (issue 17): priority first, then the
-namespace furthest below its quota's min, then age; what waits says why, with the
-nearest miss."""
+"""The scheduler's order when room is short (issues 17 and 26): preemptors first, then
+priority, then the namespace furthest below its quota's min, then age; what waits says
+why, with the nearest miss or the preempted containers it waits for."""
 
 from __future__ import annotations
 
@@ -113,5 +113,40 @@ def test_a_deployments_pending_containers_take_what_room_there_is(tmp_path: Path
         assert (await service.schedule()).placed == {}
         await service.close()
         await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_preemptor_takes_the_room_its_victims_leave_before_any_other(tmp_path: Path) -> None:
+    """team-b claims its min on a node team-a fills past its own: the claim is pending,
+    naming its victim, until the victim's agent reports it gone; then it is placed ahead
+    of an older, higher-priority container waiting for the same room."""
+
+    async def scenario() -> None:
+        half = ResourcesSpec(cpu="0.5", memory="64Mi")
+        waiting = msgspec.structs.replace(big("urgent", 9), resources=half)
+        service = await stranded(tmp_path, [("team-c", waiting)])  # pending, n0 cordoned
+        registry = service._context.registry
+        assert isinstance(registry, NodeRegistry)
+        await registry.hello("n1", inventory=make_inventory(), address="x", agent_version="t")
+        for team in ("team-a", "team-b"):
+            await service.put_quota(Quota(team, [team], {"cpu": "1"}, {"cpu": "2"}))
+        borrow = DeploymentSpec(name="borrow", image="busybox", count=4, resources=half)
+        await service.deploy("team-a", msgspec.structs.replace(borrow, cpu_bind=True))
+        claim = msgspec.structs.replace(borrow, name="claim", count=1, cpu_bind=True)
+        (pending,) = (await service.deploy("team-b", claim)).containers
+        (victim,) = service._books.stopping.values()
+        assert (pending.node, victim.node) == ("", "n1")
+        assert service.why_pending(pending.id) == (
+            f"waiting for preempted containers to stop: {victim.id} on n1"
+        )
+        assert not (await service.schedule()).placed  # the victim holds its core still
+        assert service.why_pending(pending.id).startswith("waiting for preempted containers")
+
+        await agents_catch_up(service, ["n1"])
+        placed = service.container(pending.id)
+        assert placed is not None, "placed in the pass that followed the report"
+        assert placed.node == "n1"
+        assert [p.deployment for p in service.all_pending()] == ["urgent"]
 
     asyncio.run(scenario())

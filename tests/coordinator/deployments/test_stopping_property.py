@@ -1,6 +1,7 @@
 """Nothing runs on what the books gave another container (issue 26): a stateful property
-test over random sequences of deploys, deletes, scale-downs, drains, lost nodes, and agents
-that apply their desired states late and whose reports arrive late and out of order.
+test over random sequences of deploys, deletes, scale-downs, drains, lost nodes, preemptions
+(team-b claims its min from a borrowing team-a), and agents that apply their desired states
+late and whose reports arrive late and out of order.
 
 Each node has a model agent. It holds every desired state the coordinator published to it
 (one after each step) and applies one of them, never going back; its report then waits in
@@ -26,13 +27,14 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError
 from coordinator.placement import Allocation
+from coordinator.quotas import Quota
 from coordinator.services.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
@@ -79,8 +81,13 @@ class StoppingMachine(RuleBasedStateMachine):
             self.run(
                 registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
             )
+        # team-a borrows past a small min, so team-b's claims on its large one preempt
+        for team, minimum in (("team-a", "0.5"), ("team-b", "3")):
+            quota = Quota(team, [team], {"cpu": minimum}, {"cpu": "4"})
+            self.run(self.service.put_quota(quota))
         self.agents = {node: ModelAgent() for node in NODES}
         self.reports: list[tuple[str, Status]] = []
+        self.claims = 0  # team-b's deployments so far, each named for its number
         self.publish()
 
     def run(self, step: Coroutine[Any, Any, T]) -> T:
@@ -121,6 +128,22 @@ class StoppingMachine(RuleBasedStateMachine):
             cpu_bind=True,
         )
         self.decide(self.service.deploy("team-a", spec))
+
+    @rule(count=st.integers(1, 2), cpu=st.sampled_from(CPUS))
+    def claim(self, count: int, cpu: str) -> None:
+        """team-b claims its min: where team-a borrowed the room, it preempts."""
+        spec = DeploymentSpec(
+            name=f"claim-{self.claims}",
+            image="busybox",
+            count=count,
+            resources=ResourcesSpec(cpu=cpu, memory="256Mi"),
+            cpu_bind=True,
+        )
+        self.claims += 1
+        before = len(self.service.events.events(kind="preempted"))
+        self.decide(self.service.deploy("team-b", spec))
+        preempted = len(self.service.events.events(kind="preempted")) > before
+        event("a claim preempted" if preempted else "a claim did not preempt")
 
     @rule(name=st.sampled_from(NAMES), count=st.integers(0, 3))
     def scale(self, name: str, count: int) -> None:
