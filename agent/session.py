@@ -180,6 +180,7 @@ async def _session(
             agent_version=AGENT_VERSION,
             applied_revision=seen.applied_revision,
             containers=seen.containers,
+            acknowledges=True,
         )
         await ws.send_bytes(encode(hello))
         welcome = await _await_welcome(ws, config)
@@ -199,6 +200,7 @@ async def _session(
         helpers = [
             asyncio.create_task(_heartbeats(ws, runtime, welcome.heartbeat_seconds)),
             asyncio.create_task(_reports(ws, runtime)),
+            asyncio.create_task(_acknowledgements(ws, runtime)),
         ]
         try:
             return await _follow(ws, config, runtime, welcome)
@@ -270,10 +272,26 @@ async def _heartbeats(
     (the coordinator sends nothing else while all is well)."""
     with contextlib.suppress(ConnectionError):
         while not ws.closed:
-            applied = runtime.report().applied_revision
-            await ws.send_bytes(encode(Heartbeat(applied_revision=applied)))
+            await ws.send_bytes(encode(_heartbeat(runtime)))
             await ws.ping()
             await asyncio.sleep(interval)
+
+
+async def _acknowledgements(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime) -> None:
+    """A heartbeat at once each time the acknowledged revision moves: the coordinator
+    holds the answer to a removal until it hears it."""
+    seen = 0
+    with contextlib.suppress(ConnectionError):
+        while not ws.closed:
+            seen, _ = await runtime.next_acknowledgement(seen)
+            await ws.send_bytes(encode(_heartbeat(runtime)))
+
+
+def _heartbeat(runtime: Runtime) -> Heartbeat:
+    return Heartbeat(
+        applied_revision=runtime.report().applied_revision,
+        acknowledged_revision=runtime.acknowledged_revision,
+    )
 
 
 async def _reports(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime) -> None:

@@ -18,6 +18,7 @@ own, ``--agent-stop-timeout``). Prints:
   containers, all running, and the agent's state file shows its desired revision applied;
 - the agent's longest pass (its state file's ``last_reconcile``, polled every 50 ms) and
   the largest gap between its desired and applied revisions seen while polling;
+- DELETE latency: from asking until the answer, the median and the longest;
 - late starts: Docker ``start`` events (the engine's own stream, read live:
   ``tests/docker/engine_events.py``) of a container whose deployment's delete had been
   answered, how many of those containers were even created after the answer (the rest
@@ -65,6 +66,7 @@ class Watch:
     largest_gap: int = 0
     passes: set[float] = field(default_factory=set)
     refusals: int = 0  # deploys answered 409 (room still held by stopping containers)
+    delete_ms: list[float] = field(default_factory=list)  # each DELETE, asked to answered
 
 
 def body(name: str, count: int, stop_timeout: int | None) -> dict[str, Any]:
@@ -161,12 +163,14 @@ def run(arguments: argparse.Namespace) -> None:
                 answered = 0.0
                 for round_ in range(arguments.rounds):
                     if round_:
+                        asked = time.monotonic()
                         api(
                             cluster.url,
                             f"/v1/namespaces/{NAMESPACE}/deployments/c{round_ - 1}",
                             method="DELETE",
                         )
                         deleted[f"c{round_ - 1}"] = time.time()
+                        watch.delete_ms.append((time.monotonic() - asked) * 1000)
                     spec = body(f"c{round_}", arguments.count, arguments.stop_timeout)
                     watch.refusals += deploy_when_room(cluster.url, spec)
                     answered = time.monotonic()
@@ -202,6 +206,11 @@ def run(arguments: argparse.Namespace) -> None:
     print(f"longest_pass_s={watch.longest_pass_ms / 1000:.1f} passes_seen={len(watch.passes)}")
     print(f"largest_desired_minus_applied={watch.largest_gap}")
     print(f"deploys_refused_for_held_room={watch.refusals}")
+    answers = sorted(watch.delete_ms)
+    print(
+        f"delete_answer_ms median={answers[len(answers) // 2]:.0f} max={answers[-1]:.0f}"
+        f" (of {len(answers)})"
+    )
     after = [one for one in late if one[2] > 0]
     print(f"late_starts={len(late)} of which created after the delete={len(after)}")
     if late:

@@ -40,6 +40,7 @@ from coordinator.agent_reports import ATTEMPTS, DRIFT, ReportedOnce
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
+from coordinator.host_acks import HostAcks
 from coordinator.http.auth import BEARER_HINT, AuthRefusals
 from coordinator.metrics import Metrics
 from coordinator.services.events import Note
@@ -91,6 +92,7 @@ class AgentHub:
         )
         self._metrics = metrics
         self._sessions: dict[str, web.WebSocketResponse] = {}
+        self.acks = HostAcks(bound_seconds=config.removal_ack_seconds)
         logged = deployments.events.events()
         self._reports = [ReportedOnce(logged, DRIFT), ReportedOnce(logged, ATTEMPTS)]
 
@@ -137,6 +139,7 @@ class AgentHub:
                     [Note("lost", record.reason, node=record.name)]
                 )
                 ws = self._sessions.pop(record.name, None)
+                self.acks.disconnected(record.name)
                 if ws is not None:
                     await ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
 
@@ -169,6 +172,8 @@ class AgentHub:
 
     async def close_all(self) -> None:
         sessions, self._sessions = self._sessions, {}
+        for node in sessions:
+            self.acks.disconnected(node)
         for ws in sessions.values():
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
 
@@ -186,6 +191,7 @@ class AgentHub:
             await self._deployments.follow_inventory(name, previous.inventory, record.inventory)
         older = self._sessions.get(name)
         self._sessions[name] = ws
+        self.acks.connected(name, acknowledges=hello.acknowledges)
         if older is not None:
             log.warning("agent session replaced", node=name, address=address)
             await older.close(code=CLOSE_REPLACED, message=b"replaced by a newer session")
@@ -209,6 +215,7 @@ class AgentHub:
         finally:
             if self._sessions.get(name) is ws:
                 del self._sessions[name]
+                self.acks.disconnected(name)
         log.info("agent disconnected", node=name, address=address, code=ws.close_code)
 
     async def _await_hello(
@@ -298,6 +305,7 @@ class AgentHub:
     async def _dispatch(self, name: str, frame: AgentFrame) -> None:
         if isinstance(frame, Heartbeat):
             self._registry.heartbeat(name)
+            self.acks.acknowledged(name, frame.acknowledged_revision)
         elif isinstance(frame, Status):
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from coordinator.deployments.service import DeploymentService
 from coordinator.http.bodies import json_response, read_body
+from coordinator.http.host_acks import hosts_acknowledged
 from coordinator.http.roles import ADMIN, Principal, principal_of, require_admin
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import NodeState
@@ -73,6 +74,7 @@ async def drain(request: web.Request) -> web.Response:
     require_admin(request, "draining a node")
     service, node = _service_and_node(request)
     moved = await service.drain(node)
+    acknowledged = await hosts_acknowledged(request, {node})
     return json_response(
         {
             "node": node,
@@ -81,6 +83,7 @@ async def drain(request: web.Request) -> web.Response:
             "stand_ins": moved.stand_ins,
             "placed": moved.placed,
             "pending": moved.waiting,
+            "hosts_acknowledged": acknowledged,
         }
     )
 

@@ -108,6 +108,11 @@ SCHEMAS: dict[str, Schema] = {
             "pending": described(
                 MAP_OF_STRINGS, "the stand-ins left pending -> why they do not fit yet"
             ),
+            "hosts_acknowledged": described(
+                BOOLEAN,
+                "false when the answer went out before every node concerned acknowledged"
+                " the removal (removal_ack_seconds passed)",
+            ),
         }
     ),
     "ResourceList": obj(
@@ -234,7 +239,15 @@ SCHEMAS: dict[str, Schema] = {
     "SimulationResult": obj({"steps": array(ref("SimulationStep"))}),
     "DeploymentList": obj({"deployments": array(ref("DeploymentView"))}),
     "DeploymentDeleted": obj(
-        {"deleted": STRING, "containers": described(array(STRING), "the ids of its containers")}
+        {
+            "deleted": STRING,
+            "containers": described(array(STRING), "the ids of its containers"),
+            "hosts_acknowledged": described(
+                BOOLEAN,
+                "false when the answer went out before every node concerned acknowledged"
+                " the removal (removal_ack_seconds passed)",
+            ),
+        }
     ),
     "ContainerList": obj({"containers": array(ref("ContainerView"))}),
     "ContainerDeleted": obj(
@@ -243,6 +256,11 @@ SCHEMAS: dict[str, Schema] = {
             "stand_in": described(STRING, "the container that keeps its deployment's count"),
             "node": described(STRING, "where the stand-in went; empty while it is pending"),
             "pending": described(STRING, "why the stand-in is pending; empty once placed"),
+            "hosts_acknowledged": described(
+                BOOLEAN,
+                "false when the answer went out before every node concerned acknowledged"
+                " the removal (removal_ack_seconds passed)",
+            ),
         }
     ),
     "EventList": obj({"events": described(array(ref("Event")), "oldest first")}),
