@@ -6,10 +6,11 @@ One attempt opens the websocket (wss:// for an https server, verified against
 ``tls_ca_file``, with the node's client certificate if it has one) with the join token,
 sends ``hello`` with the inventory and the containers the runtime sees, and waits for
 ``welcome``, which says how long the node's lease is, how often to send heartbeats, and
-the node's whole desired state. Every
-``desired`` frame after it goes to the runtime, and every change of the runtime's report
-goes back as a ``status`` frame. The session lasts until the socket closes or nothing
-at all (not even a pong to the agent's websocket pings) has arrived for a lease length.
+the node's whole desired state. Every ``desired`` frame after it goes to the runtime, and
+every change of the runtime's report goes back as a ``status`` frame; each time the
+runtime acknowledges a newer desired revision (``start_fence``) a heartbeat says so at
+once. The session lasts until the socket closes or nothing at all (not even a pong to the
+agent's websocket pings) has arrived for a lease length.
 After any failure the next attempt waits a capped, fully jittered exponential backoff;
 a welcome resets it. The welcome's lease length also caps it (a quarter of the lease,
 ``LEASE_SHARE_OF_BACKOFF``), so an agent that lost its session always tries again well

@@ -4,13 +4,16 @@ agent (both processes of this host, the agent offering every CPU this process ma
 
     .venv/bin/python bench/churn.py [--rounds 10] [--count 5] [--interval 2]
                                     [--agent-stop-timeout 10] [--stop-timeout N]
+                                    [--removal-ack-seconds 2]
 
 Each round deletes the previous round's deployment and creates the next one, ``--count``
 containers of ``sh -c 'trap "" TERM; sleep 3600'`` (0.1 core, 16 MiB, on the shared pool),
 then waits ``--interval`` seconds; a deploy the coordinator refuses (409) because the
 deleted containers still hold the room is tried again every 50 ms, and counted.
 ``--stop-timeout`` sets the deployments' ``stop_timeout_seconds`` (left out: the agent's
-own, ``--agent-stop-timeout``). Prints:
+own, ``--agent-stop-timeout``). ``--removal-ack-seconds`` is the coordinator's setting:
+how long a delete's answer waits for the node's agent to acknowledge it (0: the answer
+does not wait, as before the start fence). Prints:
 
 - how many of the containers were ever started (an agent that lags skips some);
 - newest running: from the last API answer until the last deployment's containers run;
@@ -154,8 +157,9 @@ def run(arguments: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
         flags = (f"--stop-timeout-seconds={arguments.agent_stop_timeout}",)
+        toml = f"removal_ack_seconds = {arguments.removal_ack_seconds}\n"
         with running_cluster(
-            tmp, client, nodes=1, cpus_each=len(cpus()), agent_args=flags
+            tmp, client, nodes=1, cpus_each=len(cpus()), agent_args=flags, toml=toml
         ) as cluster:
             node = cluster.nodes[0]
             state = tmp / f"agent-{node}.json"
@@ -201,6 +205,7 @@ def run(arguments: argparse.Namespace) -> None:
     print(f"rounds={arguments.rounds} count={arguments.count} containers={made}")
     print(f"containers_ever_started={started}")
     print(f"stop_timeout={timeout} agent_stop_timeout={arguments.agent_stop_timeout}")
+    print(f"removal_ack_seconds={arguments.removal_ack_seconds:g}")
     print(f"newest_running_s={newest:.1f} (from the last deploy answered)")
     print(f"catch_up_s={catch_up:.1f} (from the last deploy answered)")
     print(f"longest_pass_s={watch.longest_pass_ms / 1000:.1f} passes_seen={len(watch.passes)}")
@@ -214,9 +219,9 @@ def run(arguments: argparse.Namespace) -> None:
     after = [one for one in late if one[2] > 0]
     print(f"late_starts={len(late)} of which created after the delete={len(after)}")
     if late:
-        print(f"latest_start_after_delete_s={max(one[1] for one in late):.1f}")
+        print(f"latest_start_after_delete_s={max(one[1] for one in late):.3f}")
     for container_id, start, made in late[:5]:
-        print(f"  {container_id} started {start:.1f}s after its delete, created {made:+.1f}s")
+        print(f"  {container_id} started {start:.3f}s after its delete, created {made:+.1f}s")
 
 
 def main() -> None:
@@ -226,6 +231,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between rounds")
     parser.add_argument("--agent-stop-timeout", type=int, default=10)
     parser.add_argument("--stop-timeout", type=int, default=None)
+    parser.add_argument("--removal-ack-seconds", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=600.0, help="catch-up deadline")
     run(parser.parse_args())
 

@@ -2,17 +2,18 @@
 
 A session: the agent's credential (the join token, or with a client CA its client
 certificate: ``agent_identity``) is checked before the upgrade (401 otherwise, which
-closes the connection, held back for a source that keeps failing: ``AuthRefusals``); the first
-frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may be the
-node it names; the node is registered and persisted, then answered with ``welcome``
+closes the connection, held back for a source that keeps failing: ``AuthRefusals``); the
+first frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may be
+the node it names; the node is registered and persisted, then answered with ``welcome``
 carrying the node's whole desired state; afterwards ``heartbeat`` renews the node's lease
-and ``status`` updates its health and what its containers are doing; the drift, restarts
-and failed tries a status reports are events, each once (``agent_reports``). After every
-change of a node's containers the node's agent is sent its whole desired state again
-(``desired``, full). A newer session for the same node replaces the older one, whose
-frames are no longer acted on. When a lease expires the node is marked lost and its
-socket, if one is still open, is closed, so a node always comes back through a fresh
-``hello``.
+and says which desired revision the agent acknowledged (``host_acks``: a removal's answer
+waits for it) and ``status`` updates its health and what its containers are doing; the
+drift, restarts and failed tries a status reports are events, each once
+(``agent_reports``). After every change of a node's containers the node's agent is sent
+its whole desired state again (``desired``, full). A newer session for the same node
+replaces the older one, whose frames are no longer acted on. When a lease expires the node
+is marked lost and its socket, if one is still open, is closed, so a node always comes
+back through a fresh ``hello``.
 
 An agent is untrusted input. Every frame is checked as it is decoded (ranges, lengths,
 and the rules between an inventory's fields), and a frame that fails changes nothing: a

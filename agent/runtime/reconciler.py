@@ -8,24 +8,25 @@
 A pass works in bounded steps (``steps``): it observes this node's containers, plans
 (``plan.plan``) from the newest desired state it holds, carries one step out, containers
 in parallel and each container's actions in order, reports what Docker then holds, and
-plans again, until nothing is left to do. Right before each create or start the
-container is checked against the newest desired state, so a container whose record is
-gone is never started. Containers no longer desired are removed in the background,
-``REMOVALS_AT_ONCE`` at a time, each with its own stop timeout (its deployment's, else the
-agent's ``stop_timeout_seconds``); each removal that ends wakes a pass. A pass runs on
-every desired-state push, on every Docker event of this node's containers, when a
-container's next try in its crash loop is due (``restarts``), and at least every
-``resync_seconds``. Until the coordinator has sent a desired state the agent only
-observes: it never removes a container it has not been told about. When the engine is
-down the node reports the problem and passes are retried with a capped backoff until it
-answers again.
+plans again, until nothing is left to do. Right before each create or start the container
+is checked against the newest desired state, so a container whose record is gone is never
+started; each desired state is acknowledged once no create or start of a container it
+leaves out is at the engine (``start_fence``), and each report says which acknowledged
+revision its look at Docker came after (``listed_after``). Containers no longer desired
+are removed in the background, ``REMOVALS_AT_ONCE`` at a time, each with its own stop
+timeout (its deployment's, else the agent's ``stop_timeout_seconds``); each removal that
+ends wakes a pass. A pass runs on every desired-state push, on every Docker event of this
+node's containers, when a container's next try in its crash loop is due (``restarts``),
+and at least every ``resync_seconds``. Until the coordinator has sent a desired state the
+agent only observes: it never removes a container it has not been told about. When the
+engine is down the node reports the problem and passes are retried with a capped backoff
+until it answers again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -589,15 +590,16 @@ class Runtime:
 
     async def _act(self, container_id: str, action: Action) -> None:
         # Creates and starts go to the engine only if the newest desired state still wants
-        # the container at that moment; one left created is removed by the next pass.
-        still_wanted = functools.partial(self._still_desired, container_id)
+        # the container at that moment (their gates: ``start_fence``); one left created is
+        # removed by the next pass.
         if isinstance(action, Create):
             timeout = self._stop_timeout(action.container.stop_timeout_seconds)
-            with self._fence.starting(container_id):
+            with self._fence.starting(container_id) as gate:
                 docker_id = await self.engine.create(
-                    action.container, action.settings, stop_timeout=timeout, gate=still_wanted
+                    action.container, action.settings, stop_timeout=timeout, gate=gate
                 )
-                await self.engine.start(docker_id, gate=still_wanted)
+            with self._fence.starting(container_id) as gate:
+                await self.engine.start(docker_id, gate=gate)
             if action.recreated:
                 described = _describe(action.settings)
                 log.warning(
@@ -606,8 +608,8 @@ class Runtime:
             else:
                 log.info("container started", id=container_id, **_describe(action.settings))
         elif isinstance(action, Start):
-            with self._fence.starting(container_id):
-                await self.engine.start(action.docker_id, gate=still_wanted)
+            with self._fence.starting(container_id) as gate:
+                await self.engine.start(action.docker_id, gate=gate)
             if action.restart:
                 log.warning("container started again", id=container_id, reason=action.reason)
             else:

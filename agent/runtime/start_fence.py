@@ -1,56 +1,75 @@
-"""The newest desired revision the agent may acknowledge: one that no create or start under
-way goes against.
+"""The newest desired revision the agent may acknowledge: one that no create or start at the
+engine goes against.
 
     fence = StartFence(wanted=runtime_still_wants)
-    with fence.starting("c1"):           # around each create and start handed to the engine
-        ...
+    with fence.starting("c1") as gate:   # around each create or start
+        await engine.start(docker_id, gate=gate)
     fence.received(revision)             # after each desired state is taken in
     revision = await fence.next(seen)    # the acknowledged revision once it is past ``seen``
 
 Why: a create or start the agent has handed to the engine cannot be called back, and
-Docker may finish it a second later. Each create and start is gated on the newest
-desired state right before it goes to the engine (``docker_engine``), so once a desired
-state is taken in, no new one begins for a container it leaves out; what remains is the
-ones already under way. Revision R is acknowledged once none of those is of a container
-that R leaves out (``wanted`` says no). The coordinator answers a delete only after the
-node acknowledged the revision that left the container out, so no container of a deleted
-deployment starts after the answer.
+Docker may finish it seconds later. Each create and start goes through its ``gate`` on
+the engine's thread right before the call, and the gate lets it through only while the
+newest desired state still wants the container (``wanted``); so once a desired state is
+taken in, no new one begins for a container it leaves out. What remains is the calls
+already through their gate. Revision R is acknowledged once none of those is of a
+container that R leaves out. The coordinator answers a delete only after the node
+acknowledged the revision that left the container out, so no container of a deleted
+deployment is created or started after the answer.
 
-Counting starts at ``starting`` (before the gate runs on the engine's thread) and ending
-it only once the engine call returned or failed, so a start is never both unseen here and
-past its gate. Ids are unique for a container's life, so acknowledging a newer revision
-covers the older ones.
+A call counts from inside its gate (under a lock, so a gate and ``received`` never pass
+each other: a gate that said yes before a desired state was taken in is counted when
+``received`` looks) until the engine answered on the event loop. A call still queued for
+one of the engine's threads counts for nothing: its gate will say no. Ids are unique for
+a container's life, so acknowledging a newer revision covers the older ones.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+
+
+class Gate:
+    """One create or start's gate, called on the engine's thread; ``passed`` once it let
+    the call through."""
+
+    def __init__(self, fence: StartFence, container_id: str) -> None:
+        self._fence = fence
+        self.container_id = container_id
+        self.passed = False
+
+    def __call__(self) -> bool:
+        return self._fence._let_through(self)
 
 
 class StartFence:
     def __init__(self, wanted: Callable[[str], bool]) -> None:
         self._wanted = wanted  # True: the newest desired state still wants the container
-        self._under_way: Counter[str] = Counter()  # container id -> creates/starts under way
+        self._lock = threading.Lock()  # gates run on the engine's threads
+        self._at_engine: Counter[str] = Counter()  # container id -> calls through their gate
         self._received: int | None = None
         self.acknowledged: int | None = None  # None until a desired state is acknowledged
         self._version = 0  # grows each time ``acknowledged`` changes
         self._changed = asyncio.Event()
 
     @contextlib.contextmanager
-    def starting(self, container_id: str) -> Iterator[None]:
-        """Around a create or start of ``container_id``, from before its gate until the
-        engine has answered."""
-        self._under_way[container_id] += 1
+    def starting(self, container_id: str) -> Iterator[Gate]:
+        """Around a create or start of ``container_id``: its gate, counted from when it
+        lets the call through until the engine has answered (or failed)."""
+        gate = Gate(self, container_id)
         try:
-            yield
+            yield gate
         finally:
-            self._under_way[container_id] -= 1
-            if not self._under_way[container_id]:
-                del self._under_way[container_id]
-            self._settle()
+            if gate.passed:
+                with self._lock:
+                    self._at_engine[container_id] -= 1
+                    if not self._at_engine[container_id]:
+                        del self._at_engine[container_id]
+                self._settle()
 
     def received(self, revision: int) -> None:
         """The desired state of ``revision`` is now the one held (the newest)."""
@@ -58,8 +77,9 @@ class StartFence:
         self._settle()
 
     def blocking(self) -> list[str]:
-        """The containers under way that the newest desired state leaves out, by id."""
-        return sorted(cid for cid in self._under_way if not self._wanted(cid))
+        """The containers at the engine that the newest desired state leaves out, by id."""
+        with self._lock:
+            return sorted(cid for cid in self._at_engine if not self._wanted(cid))
 
     async def next(self, seen: int) -> tuple[int, int]:
         """``(version, acknowledged revision)`` once the version is past ``seen``."""
@@ -67,6 +87,14 @@ class StartFence:
             self._changed.clear()
             await self._changed.wait()
         return self._version, self.acknowledged
+
+    def _let_through(self, gate: Gate) -> bool:
+        with self._lock:
+            if not self._wanted(gate.container_id):
+                return False
+            self._at_engine[gate.container_id] += 1
+            gate.passed = True
+            return True
 
     def _settle(self) -> None:
         if self._received is None or self._received == self.acknowledged or self.blocking():
