@@ -6,10 +6,11 @@ One attempt opens the websocket (wss:// for an https server, verified against
 ``tls_ca_file``, with the node's client certificate if it has one) with the join token,
 sends ``hello`` with the inventory and the containers the runtime sees, and waits for
 ``welcome``, which says how long the node's lease is, how often to send heartbeats, and
-the node's whole desired state. Every
-``desired`` frame after it goes to the runtime, and every change of the runtime's report
-goes back as a ``status`` frame. The session lasts until the socket closes or nothing
-at all (not even a pong to the agent's websocket pings) has arrived for a lease length.
+the node's whole desired state. Every ``desired`` frame after it goes to the runtime, and
+every change of the runtime's report goes back as a ``status`` frame; each time the
+runtime acknowledges a newer desired revision (``start_fence``) a heartbeat says so at
+once. The session lasts until the socket closes or nothing at all (not even a pong to the
+agent's websocket pings) has arrived for a lease length.
 After any failure the next attempt waits a capped, fully jittered exponential backoff;
 a welcome resets it. The welcome's lease length also caps it (a quarter of the lease,
 ``LEASE_SHARE_OF_BACKOFF``), so an agent that lost its session always tries again well
@@ -180,6 +181,7 @@ async def _session(
             agent_version=AGENT_VERSION,
             applied_revision=seen.applied_revision,
             containers=seen.containers,
+            acknowledges=True,
         )
         await ws.send_bytes(encode(hello))
         welcome = await _await_welcome(ws, config)
@@ -199,6 +201,7 @@ async def _session(
         helpers = [
             asyncio.create_task(_heartbeats(ws, runtime, welcome.heartbeat_seconds)),
             asyncio.create_task(_reports(ws, runtime)),
+            asyncio.create_task(_acknowledgements(ws, runtime)),
         ]
         try:
             return await _follow(ws, config, runtime, welcome)
@@ -270,10 +273,26 @@ async def _heartbeats(
     (the coordinator sends nothing else while all is well)."""
     with contextlib.suppress(ConnectionError):
         while not ws.closed:
-            applied = runtime.report().applied_revision
-            await ws.send_bytes(encode(Heartbeat(applied_revision=applied)))
+            await ws.send_bytes(encode(_heartbeat(runtime)))
             await ws.ping()
             await asyncio.sleep(interval)
+
+
+async def _acknowledgements(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime) -> None:
+    """A heartbeat at once each time the acknowledged revision moves: the coordinator
+    holds the answer to a removal until it hears it."""
+    seen = 0
+    with contextlib.suppress(ConnectionError):
+        while not ws.closed:
+            seen, _ = await runtime.next_acknowledgement(seen)
+            await ws.send_bytes(encode(_heartbeat(runtime)))
+
+
+def _heartbeat(runtime: Runtime) -> Heartbeat:
+    return Heartbeat(
+        applied_revision=runtime.report().applied_revision,
+        acknowledged_revision=runtime.acknowledged_revision,
+    )
 
 
 async def _reports(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime) -> None:

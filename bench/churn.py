@@ -4,13 +4,16 @@ agent (both processes of this host, the agent offering every CPU this process ma
 
     .venv/bin/python bench/churn.py [--rounds 10] [--count 5] [--interval 2]
                                     [--agent-stop-timeout 10] [--stop-timeout N]
+                                    [--removal-ack-seconds 2]
 
 Each round deletes the previous round's deployment and creates the next one, ``--count``
 containers of ``sh -c 'trap "" TERM; sleep 3600'`` (0.1 core, 16 MiB, on the shared pool),
 then waits ``--interval`` seconds; a deploy the coordinator refuses (409) because the
 deleted containers still hold the room is tried again every 50 ms, and counted.
 ``--stop-timeout`` sets the deployments' ``stop_timeout_seconds`` (left out: the agent's
-own, ``--agent-stop-timeout``). Prints:
+own, ``--agent-stop-timeout``). ``--removal-ack-seconds`` is the coordinator's setting:
+how long a delete's answer waits for the node's agent to acknowledge it (0: the answer
+does not wait, as before the start fence). Prints:
 
 - how many of the containers were ever started (an agent that lags skips some);
 - newest running: from the last API answer until the last deployment's containers run;
@@ -18,6 +21,7 @@ own, ``--agent-stop-timeout``). Prints:
   containers, all running, and the agent's state file shows its desired revision applied;
 - the agent's longest pass (its state file's ``last_reconcile``, polled every 50 ms) and
   the largest gap between its desired and applied revisions seen while polling;
+- DELETE latency: from asking until the answer, the median and the longest;
 - late starts: Docker ``start`` events (the engine's own stream, read live:
   ``tests/docker/engine_events.py``) of a container whose deployment's delete had been
   answered, how many of those containers were even created after the answer (the rest
@@ -65,6 +69,7 @@ class Watch:
     largest_gap: int = 0
     passes: set[float] = field(default_factory=set)
     refusals: int = 0  # deploys answered 409 (room still held by stopping containers)
+    delete_ms: list[float] = field(default_factory=list)  # each DELETE, asked to answered
 
 
 def body(name: str, count: int, stop_timeout: int | None) -> dict[str, Any]:
@@ -152,8 +157,9 @@ def run(arguments: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
         flags = (f"--stop-timeout-seconds={arguments.agent_stop_timeout}",)
+        toml = f"removal_ack_seconds = {arguments.removal_ack_seconds}\n"
         with running_cluster(
-            tmp, client, nodes=1, cpus_each=len(cpus()), agent_args=flags
+            tmp, client, nodes=1, cpus_each=len(cpus()), agent_args=flags, toml=toml
         ) as cluster:
             node = cluster.nodes[0]
             state = tmp / f"agent-{node}.json"
@@ -161,12 +167,14 @@ def run(arguments: argparse.Namespace) -> None:
                 answered = 0.0
                 for round_ in range(arguments.rounds):
                     if round_:
+                        asked = time.monotonic()
                         api(
                             cluster.url,
                             f"/v1/namespaces/{NAMESPACE}/deployments/c{round_ - 1}",
                             method="DELETE",
                         )
                         deleted[f"c{round_ - 1}"] = time.time()
+                        watch.delete_ms.append((time.monotonic() - asked) * 1000)
                     spec = body(f"c{round_}", arguments.count, arguments.stop_timeout)
                     watch.refusals += deploy_when_room(cluster.url, spec)
                     answered = time.monotonic()
@@ -197,17 +205,23 @@ def run(arguments: argparse.Namespace) -> None:
     print(f"rounds={arguments.rounds} count={arguments.count} containers={made}")
     print(f"containers_ever_started={started}")
     print(f"stop_timeout={timeout} agent_stop_timeout={arguments.agent_stop_timeout}")
+    print(f"removal_ack_seconds={arguments.removal_ack_seconds:g}")
     print(f"newest_running_s={newest:.1f} (from the last deploy answered)")
     print(f"catch_up_s={catch_up:.1f} (from the last deploy answered)")
     print(f"longest_pass_s={watch.longest_pass_ms / 1000:.1f} passes_seen={len(watch.passes)}")
     print(f"largest_desired_minus_applied={watch.largest_gap}")
     print(f"deploys_refused_for_held_room={watch.refusals}")
+    answers = sorted(watch.delete_ms)
+    print(
+        f"delete_answer_ms median={answers[len(answers) // 2]:.0f} max={answers[-1]:.0f}"
+        f" (of {len(answers)})"
+    )
     after = [one for one in late if one[2] > 0]
     print(f"late_starts={len(late)} of which created after the delete={len(after)}")
     if late:
-        print(f"latest_start_after_delete_s={max(one[1] for one in late):.1f}")
+        print(f"latest_start_after_delete_s={max(one[1] for one in late):.3f}")
     for container_id, start, made in late[:5]:
-        print(f"  {container_id} started {start:.1f}s after its delete, created {made:+.1f}s")
+        print(f"  {container_id} started {start:.3f}s after its delete, created {made:+.1f}s")
 
 
 def main() -> None:
@@ -217,6 +231,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between rounds")
     parser.add_argument("--agent-stop-timeout", type=int, default=10)
     parser.add_argument("--stop-timeout", type=int, default=None)
+    parser.add_argument("--removal-ack-seconds", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=600.0, help="catch-up deadline")
     run(parser.parse_args())
 

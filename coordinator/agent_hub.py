@@ -2,17 +2,18 @@
 
 A session: the agent's credential (the join token, or with a client CA its client
 certificate: ``agent_identity``) is checked before the upgrade (401 otherwise, which
-closes the connection, held back for a source that keeps failing: ``AuthRefusals``); the first
-frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may be the
-node it names; the node is registered and persisted, then answered with ``welcome``
+closes the connection, held back for a source that keeps failing: ``AuthRefusals``); the
+first frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may be
+the node it names; the node is registered and persisted, then answered with ``welcome``
 carrying the node's whole desired state; afterwards ``heartbeat`` renews the node's lease
-and ``status`` updates its health and what its containers are doing; the drift, restarts
-and failed tries a status reports are events, each once (``agent_reports``). After every
-change of a node's containers the node's agent is sent its whole desired state again
-(``desired``, full). A newer session for the same node replaces the older one, whose
-frames are no longer acted on. When a lease expires the node is marked lost and its
-socket, if one is still open, is closed, so a node always comes back through a fresh
-``hello``.
+and says which desired revision the agent acknowledged (``host_acks``: a removal's answer
+waits for it) and ``status`` updates its health and what its containers are doing; the
+drift, restarts and failed tries a status reports are events, each once
+(``agent_reports``). After every change of a node's containers the node's agent is sent
+its whole desired state again (``desired``, full). A newer session for the same node
+replaces the older one, whose frames are no longer acted on. When a lease expires the node
+is marked lost and its socket, if one is still open, is closed, so a node always comes
+back through a fresh ``hello``.
 
 An agent is untrusted input. Every frame is checked as it is decoded (ranges, lengths,
 and the rules between an inventory's fields), and a frame that fails changes nothing: a
@@ -40,6 +41,7 @@ from coordinator.agent_reports import ATTEMPTS, DRIFT, ReportedOnce
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, Unauthorized
+from coordinator.host_acks import HostAcks
 from coordinator.http.auth import BEARER_HINT, AuthRefusals
 from coordinator.metrics import Metrics
 from coordinator.services.events import Note
@@ -91,6 +93,7 @@ class AgentHub:
         )
         self._metrics = metrics
         self._sessions: dict[str, web.WebSocketResponse] = {}
+        self.acks = HostAcks(bound_seconds=config.removal_ack_seconds)
         logged = deployments.events.events()
         self._reports = [ReportedOnce(logged, DRIFT), ReportedOnce(logged, ATTEMPTS)]
 
@@ -137,6 +140,7 @@ class AgentHub:
                     [Note("lost", record.reason, node=record.name)]
                 )
                 ws = self._sessions.pop(record.name, None)
+                self.acks.disconnected(record.name)
                 if ws is not None:
                     await ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
 
@@ -169,6 +173,8 @@ class AgentHub:
 
     async def close_all(self) -> None:
         sessions, self._sessions = self._sessions, {}
+        for node in sessions:
+            self.acks.disconnected(node)
         for ws in sessions.values():
             await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
 
@@ -186,6 +192,7 @@ class AgentHub:
             await self._deployments.follow_inventory(name, previous.inventory, record.inventory)
         older = self._sessions.get(name)
         self._sessions[name] = ws
+        self.acks.connected(name, acknowledges=hello.acknowledges)
         if older is not None:
             log.warning("agent session replaced", node=name, address=address)
             await older.close(code=CLOSE_REPLACED, message=b"replaced by a newer session")
@@ -209,6 +216,7 @@ class AgentHub:
         finally:
             if self._sessions.get(name) is ws:
                 del self._sessions[name]
+                self.acks.disconnected(name)
         log.info("agent disconnected", node=name, address=address, code=ws.close_code)
 
     async def _await_hello(
@@ -298,6 +306,7 @@ class AgentHub:
     async def _dispatch(self, name: str, frame: AgentFrame) -> None:
         if isinstance(frame, Heartbeat):
             self._registry.heartbeat(name)
+            self.acks.acknowledged(name, frame.acknowledged_revision)
         elif isinstance(frame, Status):
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)

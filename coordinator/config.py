@@ -148,6 +148,15 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     heartbeat_seconds: Annotated[
         float, Meta(gt=0, description="how often agents send a heartbeat")
     ] = 5.0
+    removal_ack_seconds: Annotated[
+        float,
+        Meta(
+            ge=0,
+            le=60,
+            description="how long the answer to a removal waits for the hosts concerned to"
+            " acknowledge it (0: it does not wait)",
+        ),
+    ] = 2.0
     hello_timeout_seconds: Annotated[
         float, Meta(gt=0, description="how long a new agent connection may take to say hello")
     ] = 10.0

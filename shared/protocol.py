@@ -167,16 +167,30 @@ class Hello(HelloHead, frozen=True, kw_only=True, tag="hello", tag_field="type")
     agent_version: Name = ""
     applied_revision: Revision = 0
     containers: ContainerStatuses = []
+    # True: this agent acknowledges the desired revisions it takes in (a heartbeat's
+    # ``acknowledged_revision``); the coordinator waits for that before it answers a
+    # removal. An agent that does not say so is not waited for.
+    acknowledges: bool = False
 
 
 class Heartbeat(msgspec.Struct, frozen=True, kw_only=True, tag="heartbeat", tag_field="type"):
+    """Renews the node's lease; also sent at once each time ``acknowledged_revision``
+    moves."""
+
     applied_revision: Revision = 0
+    # The newest desired revision the agent holds such that no create or start of a
+    # container it leaves out is under way, and none will begin (agent.runtime.start_fence).
+    acknowledged_revision: Revision = 0
 
 
 class Status(msgspec.Struct, frozen=True, kw_only=True, tag="status", tag_field="type"):
     applied_revision: Revision
     containers: ContainerStatuses = []
     problems: Messages = []  # non-empty: the node is degraded, for these reasons
+    # The revision the agent had acknowledged when it began the look at Docker that
+    # ``containers`` shows: a container that revision leaves out and ``containers`` does
+    # not list is gone for good, whatever else on the node fails. 0: not said.
+    listed_after: Revision = 0
 
 
 class Welcome(msgspec.Struct, frozen=True, kw_only=True, tag="welcome", tag_field="type"):

@@ -8,24 +8,25 @@
 A pass works in bounded steps (``steps``): it observes this node's containers, plans
 (``plan.plan``) from the newest desired state it holds, carries one step out, containers
 in parallel and each container's actions in order, reports what Docker then holds, and
-plans again, until nothing is left to do. Right before each create or start the
-container is checked against the newest desired state, so a container whose record is
-gone is never started. Containers no longer desired are removed in the background,
-``REMOVALS_AT_ONCE`` at a time, each with its own stop timeout (its deployment's, else the
-agent's ``stop_timeout_seconds``); each removal that ends wakes a pass. A pass runs on
-every desired-state push, on every Docker event of this node's containers, when a
-container's next try in its crash loop is due (``restarts``), and at least every
-``resync_seconds``. Until the coordinator has sent a desired state the agent only
-observes: it never removes a container it has not been told about. When the engine is
-down the node reports the problem and passes are retried with a capped backoff until it
-answers again.
+plans again, until nothing is left to do. Right before each create or start the container
+is checked against the newest desired state, so a container whose record is gone is never
+started; each desired state is acknowledged once no create or start of a container it
+leaves out is at the engine (``start_fence``), and each report says which acknowledged
+revision its look at Docker came after (``listed_after``). Containers no longer desired
+are removed in the background, ``REMOVALS_AT_ONCE`` at a time, each with its own stop
+timeout (its deployment's, else the agent's ``stop_timeout_seconds``); each removal that
+ends wakes a pass. A pass runs on every desired-state push, on every Docker event of this
+node's containers, when a container's next try in its crash loop is due (``restarts``),
+and at least every ``resync_seconds``. Until the coordinator has sent a desired state the
+agent only observes: it never removes a container it has not been told about. When the
+engine is down the node reports the problem and passes are retried with a capped backoff
+until it answers again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -65,6 +66,7 @@ from agent.runtime.plan import (
 )
 from agent.runtime.restarts import CrashLoop, RestartRules, after_try, describe, ended
 from agent.runtime.settings import Settings
+from agent.runtime.start_fence import StartFence
 from agent.runtime.state_file import AgentState, LastReconcile
 from agent.runtime.steps import WAITING, Step, next_step
 from agent.runtime.usage import Sample, cpu_cores, sample
@@ -145,6 +147,11 @@ class Runtime:
         self._drift: dict[str, _Correction] = {}  # per container: the last one
         self._problems: dict[str, str] = {}  # per container: refusal or failure, logged once
         self._observed: list[Inspected] = []
+        # The revision the agent had acknowledged when the look at Docker that
+        # ``_observed`` holds began, and that of the latest look (``_observe``).
+        self._observed_after = 0
+        self._look_after = 0
+        self._fence = StartFence(self._still_desired)
         self._samples: dict[str, Sample] = {}  # per running container: its last usage sample
         self._usage: dict[str, tuple[float | None, int | None]] = {}  # cores, bytes
         self._failed_swaps: dict[str, str] = {}  # replacing container -> why it failed
@@ -191,12 +198,23 @@ class Runtime:
         for container in containers:
             desired[container.id] = container
         self._desired, self._revision = desired, revision
+        self._fence.received(revision)
         self._wake.set()
 
     @property
     def desired_revision(self) -> int | None:
         """The revision of the desired state held; None until one arrives."""
         return None if self._desired is None else self._revision
+
+    async def next_acknowledgement(self, seen: int) -> tuple[int, int]:
+        """``(version, revision)``: the newest desired revision acknowledged, once its
+        version is past ``seen``: no create or start of a container that revision leaves
+        out is under way, and none will begin (``start_fence``)."""
+        return await self._fence.next(seen)
+
+    @property
+    def acknowledged_revision(self) -> int:
+        return self._fence.acknowledged or 0
 
     # -- what the agent reports ----------------------------------------------------
 
@@ -276,7 +294,7 @@ class Runtime:
         work: list[Work] = []
         done: set[str] = set()  # the containers this pass acted on
         try:
-            observed = await self.engine.observe()
+            observed = await self._observe()
             self._note_adoption(observed)
             while desired is not None:
                 work = self._plan(desired, observed)
@@ -291,7 +309,7 @@ class Runtime:
                 done.update(one.id for one in acted)
                 self._note_failed_swaps(desired, acted, outcome)
                 self._note_tries(desired, acted, outcome)
-                observed = await self.engine.observe()
+                observed = await self._observe()
                 await self._report_step(observed)
                 desired, revision = self._desired, self._revision
             waits = [one.retry_at for one in work if one.retry_at is not None]
@@ -302,7 +320,7 @@ class Runtime:
             return False
         self._engine_up()
         self._note_exits(observed)
-        self._observed = observed
+        self._keep(observed)
         self._measure(observed)
         if desired is not None:
             self._record_problems(desired, work, outcome)
@@ -324,8 +342,19 @@ class Runtime:
         """What a step changed, reported at once rather than at the end of the pass: a
         container gone early frees its resources in the coordinator's books early."""
         self._note_exits(observed)
-        self._observed = observed
+        self._keep(observed)
         await self._publish()
+
+    async def _observe(self) -> list[Inspected]:
+        """Docker's containers of this node, noting the revision acknowledged before the
+        look began: a container that revision leaves out and the look does not show is
+        gone for good, since no create or start of it was under way or could begin."""
+        self._look_after = self.acknowledged_revision
+        return await self.engine.observe()
+
+    def _keep(self, observed: list[Inspected]) -> None:
+        """``observed``, the latest look, is what the agent now reports."""
+        self._observed, self._observed_after = observed, self._look_after
 
     def _targets(
         self, desired: dict[str, DesiredContainer], observed: list[Inspected]
@@ -561,14 +590,16 @@ class Runtime:
 
     async def _act(self, container_id: str, action: Action) -> None:
         # Creates and starts go to the engine only if the newest desired state still wants
-        # the container at that moment; one left created is removed by the next pass.
-        still_wanted = functools.partial(self._still_desired, container_id)
+        # the container at that moment (their gates: ``start_fence``); one left created is
+        # removed by the next pass.
         if isinstance(action, Create):
             timeout = self._stop_timeout(action.container.stop_timeout_seconds)
-            docker_id = await self.engine.create(
-                action.container, action.settings, stop_timeout=timeout, gate=still_wanted
-            )
-            await self.engine.start(docker_id, gate=still_wanted)
+            with self._fence.starting(container_id) as gate:
+                docker_id = await self.engine.create(
+                    action.container, action.settings, stop_timeout=timeout, gate=gate
+                )
+            with self._fence.starting(container_id) as gate:
+                await self.engine.start(docker_id, gate=gate)
             if action.recreated:
                 described = _describe(action.settings)
                 log.warning(
@@ -577,7 +608,8 @@ class Runtime:
             else:
                 log.info("container started", id=container_id, **_describe(action.settings))
         elif isinstance(action, Start):
-            await self.engine.start(action.docker_id, gate=still_wanted)
+            with self._fence.starting(container_id) as gate:
+                await self.engine.start(action.docker_id, gate=gate)
             if action.restart:
                 log.warning("container started again", id=container_id, reason=action.reason)
             else:
@@ -664,6 +696,7 @@ class Runtime:
             problems.append(f"docker: {self._docker_problem}")
         return Status(
             applied_revision=self._applied_revision,
+            listed_after=self._observed_after,
             containers=self._container_statuses(),
             problems=[clipped(problem) for problem in problems[:MAX_MESSAGES]],
         )

@@ -211,6 +211,10 @@ class DeploymentService:
         containers = [desired_container(c) for c in self._books.on_node(node)]
         return self._books.node_revision.get(node, 0), containers
 
+    def node_revisions(self, nodes: Iterable[str]) -> dict[str, int]:
+        """Each node's desired revision now, which its agent acknowledges. O(nodes)."""
+        return {node: self._books.node_revision.get(node, 0) for node in nodes}
+
     def quota_containers(self, namespaces: Iterable[str]) -> list[QuotaContainer]:
         """The containers of ``namespaces``, as the quota engine counts them."""
         return [quota_container(c) for c in self._draft().of_namespaces(namespaces)]
@@ -406,7 +410,7 @@ class DeploymentService:
         and so is the release of the stopping containers it reports gone."""
         self._books.observe(node, status.containers)
         seen = {one.id for one in status.containers}
-        gone = stopping.reported_gone(self._books, node, status.applied_revision, seen)
+        gone = stopping.reported_gone(self._books, node, stopping.witnessed(status), seen)
         gone = [cid for cid in gone if cid not in self._letting_go]
         if gone:
             self._letting_go.update(gone)

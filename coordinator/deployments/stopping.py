@@ -2,15 +2,21 @@
 on its node until its agent reports it gone (DESIGN: "The books hold what a host still
 runs"). A decider (``sequencer``) and the pure rule it follows.
 
-    ids = reported_gone(books, "n1", status.applied_revision, {s.id for s in status.containers})
+    seen = {s.id for s in status.containers}
+    ids = reported_gone(books, "n1", witnessed(status), seen)
     placed = await sequencer.decide(lambda d: let_go(d, "n1", ids))
 
-A report counts only when it was taken after its agent acted on a desired state without
-the container: its ``applied_revision`` (the desired revision its last pass without an
-error carried out, removals included) is at least the revision that made the container
-stopping. An older report -- sent before the agent saw the stop, or arriving late and out
-of order -- may leave out a container the agent is about to start, so it frees nothing.
-A lost node's stopping containers are let go past its grace (``lifecycle.release_lost``).
+A report counts for a container only when its list of containers was taken after its
+agent could no longer start that container: the report's revision (``witnessed``) is at
+least the revision that made the container stopping. That is the revision the agent had
+acknowledged when it began the look at Docker the report lists (``listed_after``: no
+create or start of a container it leaves out was under way or could begin), or, from an
+agent that does not say, its ``applied_revision`` (the desired revision its last pass
+without an error carried out). The first is per container: a container that keeps
+failing to start holds its own pass back, not the release of the others. An older
+report -- sent before the agent saw the stop, or arriving late and out of order -- may
+leave out a container the agent is about to start, so it frees nothing. A lost node's
+stopping containers are let go past its grace (``lifecycle.release_lost``).
 """
 
 from __future__ import annotations
@@ -21,6 +27,12 @@ from coordinator.deployments.books import Books
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.pending import Pass, schedule
 from coordinator.deployments.translate import note_for
+from shared.protocol import Status
+
+
+def witnessed(status: Status) -> int:
+    """The revision a report's list of containers is good for (module docstring)."""
+    return max(status.listed_after, status.applied_revision)
 
 
 def reported_gone(

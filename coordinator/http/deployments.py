@@ -37,6 +37,7 @@ from coordinator.deployments.outcome import DeployOutcome, DeployRefused
 from coordinator.deployments.service import DeploymentService
 from coordinator.errors import ApiError, NotFound, Unprocessable
 from coordinator.http.bodies import json_response, read_body
+from coordinator.http.host_acks import hosts_acknowledged
 from coordinator.http.roles import principal_of, require_namespace
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import Delta
@@ -150,15 +151,27 @@ async def get_deployment(request: web.Request) -> web.Response:
 async def scale_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
     body = await read_body(request, _decode_scale, "scale")
+    key = (deployment.namespace, deployment.spec.name)
     with _skipped_named(service):
-        outcome = await service.scale(deployment.namespace, deployment.spec.name, body.count)
-    return json_response(_placed_view(service, outcome))
+        outcome = await service.scale(*key, body.count)
+    acknowledged = await hosts_acknowledged(request, _stopping_nodes(service, *key))
+    view = _placed_view(service, outcome)
+    return json_response(msgspec.structs.replace(view, hosts_acknowledged=acknowledged))
+
+
+def _stopping_nodes(service: DeploymentService, namespace: str, name: str) -> set[str]:
+    """The nodes the deployment's stopping containers are on: those a removal concerns."""
+    return {record.node for record in service.stopping_of(namespace, name)}
 
 
 async def delete_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
-    removed = await service.delete_deployment(deployment.namespace, deployment.spec.name)
-    return json_response({"deleted": deployment.spec.name, "containers": removed})
+    key = (deployment.namespace, deployment.spec.name)
+    removed = await service.delete_deployment(*key)
+    acknowledged = await hosts_acknowledged(request, _stopping_nodes(service, *key))
+    return json_response(
+        {"deleted": key[1], "containers": removed, "hosts_acknowledged": acknowledged}
+    )
 
 
 async def list_events(request: web.Request) -> web.Response:
@@ -210,6 +223,7 @@ async def replace_container(request: web.Request) -> web.Response:
     body = await read_body(request, _decode_replace, "replace")
     _check_container(body.image, body.command or [], {}, {})
     fresh = await service.replace(record.id, body.image, body.command)
+    await hosts_acknowledged(request, {record.node})  # past the bound, only logged
     return json_response(_view(service, fresh), status=201)
 
 
@@ -219,12 +233,14 @@ async def delete_container(request: web.Request) -> web.Response:
     service, record = _container(request)
     done = await service.delete_container(record.id)
     stand_in = done.stand_ins[record.id]
+    acknowledged = await hosts_acknowledged(request, {record.node})
     return json_response(
         {
             "deleted": record.id,
             "stand_in": stand_in,
             "node": done.placed.get(stand_in, ""),
             "pending": done.waiting.get(stand_in, ""),
+            "hosts_acknowledged": acknowledged,
         }
     )
 

@@ -29,6 +29,7 @@ from aiohttp import web
 from coordinator.deployments.pending import Pass
 from coordinator.deployments.service import DeploymentService
 from coordinator.http.bodies import json_response, read_body
+from coordinator.http.host_acks import hosts_acknowledged
 from coordinator.http.roles import ADMIN, Principal, principal_of, require_admin
 from coordinator.keys import DEPLOYMENTS
 from coordinator.placement import NodeState
@@ -75,10 +76,15 @@ async def uncordon(request: web.Request) -> web.Response:
 async def drain(request: web.Request) -> web.Response:
     require_admin(request, "draining a node")
     service, node = _service_and_node(request)
-    return json_response({"node": node, "cordoned": True, **_moved(await service.drain(node))})
+    moved = await service.drain(node)
+    acknowledged = await hosts_acknowledged(request, {node})
+    return json_response(
+        {"node": node, "cordoned": True, **_moved(moved), "hosts_acknowledged": acknowledged}
+    )
 
 
 async def delete_node(request: web.Request) -> web.Response:
+    """Only a lost node is deleted, and its agent is gone: nothing to wait for."""
     require_admin(request, "deleting a node")
     service, node = _service_and_node(request)
     moved = await service.delete_node(node)

@@ -80,6 +80,7 @@ DRAINED: dict[str, Any] = {
     "pending": {
         "team-a-web-5ca1ab1e": "needs 2 CPU on one node; the most free is 1.5 CPU, on node-b"
     },
+    "hosts_acknowledged": True,
 }
 NODE_DELETED: dict[str, Any] = {
     "node": "node-c",
@@ -526,6 +527,7 @@ SCALED_DEPLOYMENT: dict[str, Any] = {
 DEPLOYMENT_DELETED: dict[str, Any] = {
     "deleted": "web",
     "containers": ["team-a-web-c558628a", "team-a-web-dd918deb"],
+    "hosts_acknowledged": True,
 }
 REALLOC_DELTA: dict[str, Any] = {"cpu": "0.5", "memory": "32Mi"}
 REALLOC_SHRINK: dict[str, Any] = {"memory": "-32Mi"}

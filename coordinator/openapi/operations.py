@@ -861,6 +861,7 @@ _CONTAINERS = (
                 "stand_in": "team-a-web-0d15ea5e",
                 "node": "node-b",
                 "pending": "",
+                "hosts_acknowledged": True,
             }
         },
         errors=(401, 404, 409, 503),

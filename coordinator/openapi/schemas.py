@@ -105,7 +105,18 @@ SCHEMAS: dict[str, Schema] = {
     "Empty": obj({}, closed=True, description="An empty object: done, nothing to say."),
     "NodeList": obj({"nodes": array(ref("NodeView"))}),
     "NodeCordon": obj({"node": STRING, "cordoned": BOOLEAN}),
-    "NodeDrained": obj({"node": STRING, "cordoned": BOOLEAN, **_MOVED_OFF}),
+    "NodeDrained": obj(
+        {
+            "node": STRING,
+            "cordoned": BOOLEAN,
+            **_MOVED_OFF,
+            "hosts_acknowledged": described(
+                BOOLEAN,
+                "false when the answer went out before every node concerned acknowledged"
+                " the removal (removal_ack_seconds passed)",
+            ),
+        }
+    ),
     "NodeDeleted": obj({"node": STRING, "deleted": BOOLEAN, **_MOVED_OFF}),
     "ResourceList": obj(
         {"templates": array(ref("ResourceTemplate")), "resources": array(ref("ResourceStatus"))}
@@ -231,7 +242,15 @@ SCHEMAS: dict[str, Schema] = {
     "SimulationResult": obj({"steps": array(ref("SimulationStep"))}),
     "DeploymentList": obj({"deployments": array(ref("DeploymentView"))}),
     "DeploymentDeleted": obj(
-        {"deleted": STRING, "containers": described(array(STRING), "the ids of its containers")}
+        {
+            "deleted": STRING,
+            "containers": described(array(STRING), "the ids of its containers"),
+            "hosts_acknowledged": described(
+                BOOLEAN,
+                "false when the answer went out before every node concerned acknowledged"
+                " the removal (removal_ack_seconds passed)",
+            ),
+        }
     ),
     "ContainerList": obj({"containers": array(ref("ContainerView"))}),
     "ContainerDeleted": obj(
@@ -240,6 +259,11 @@ SCHEMAS: dict[str, Schema] = {
             "stand_in": described(STRING, "the container that keeps its deployment's count"),
             "node": described(STRING, "where the stand-in went; empty while it is pending"),
             "pending": described(STRING, "why the stand-in is pending; empty once placed"),
+            "hosts_acknowledged": described(
+                BOOLEAN,
+                "false when the answer went out before every node concerned acknowledged"
+                " the removal (removal_ack_seconds passed)",
+            ),
         }
     ),
     "EventList": obj({"events": described(array(ref("Event")), "oldest first")}),

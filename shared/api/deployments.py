@@ -75,6 +75,9 @@ class PlacedView(DeploymentView, frozen=True, kw_only=True):
     """A deployment just created or scaled, and the ready nodes its placement left out."""
 
     skipped_nodes: dict[str, str] = {}  # node -> why it cannot be used
+    # False when the answer to a scale-down went out before every node concerned had
+    # acknowledged the containers it removed (``removal_ack_seconds`` passed).
+    hosts_acknowledged: bool = True
 
 
 class DeployPreview(PlacedView, frozen=True, kw_only=True):

@@ -147,13 +147,47 @@ async def test_desired_states_reach_the_runtime() -> None:
             pass
         await asyncio.sleep(10)
 
+    def acknowledged() -> set[int]:
+        beats = (f for f in coordinator.received if f["type"] == "heartbeat")
+        return {beat["acknowledged_revision"] for beat in beats}
+
     coordinator = ScriptedCoordinator(serve)
     async with running(coordinator, runtime):
         await eventually(lambda: runtime.desired_revision == 7)
         await eventually(lambda: any(f["type"] == "status" for f in coordinator.received))
+        # Nothing was under way: revision 7 is acknowledged at once, not at the next beat.
+        await eventually(lambda: 7 in acknowledged())
     status = next(f for f in coordinator.received if f["type"] == "status")
-    assert status == {"type": "status", "applied_revision": 0, "containers": [], "problems": []}
+    assert status == {
+        "type": "status",
+        "applied_revision": 0,
+        "containers": [],
+        "problems": [],
+        "listed_after": 0,
+    }
     assert runtime.desired_revision == 7
+    assert coordinator.hellos[0]["acknowledges"] is True
+
+
+async def test_a_desired_state_is_acknowledged_at_once_not_at_the_next_heartbeat() -> None:
+    desired = {"type": "desired", "revision": 4, "full": True, "containers": []}
+    runtime = idle_runtime(make_inventory())
+
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome(lease=60.0, heartbeat=30.0))  # no beat due for 30 s
+        await coordinator.next_frame(ws)  # the first heartbeat, sent on connecting
+        await ws.send_bytes(bytes(msgpack.packb(desired)))
+        while True:
+            await coordinator.next_frame(ws)
+
+    def acknowledged() -> list[int]:
+        beats = (f for f in coordinator.received if f["type"] == "heartbeat")
+        return [beat["acknowledged_revision"] for beat in beats]
+
+    coordinator = ScriptedCoordinator(serve)
+    async with running(coordinator, runtime):
+        await eventually(lambda: 4 in acknowledged())
+    assert runtime.acknowledged_revision == 4
 
 
 async def test_a_refusal_is_logged_once_as_an_error_and_retried(

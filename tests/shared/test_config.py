@@ -379,6 +379,10 @@ def test_coordinator_default_store_path() -> None:
         ({"lease_seconds": "0"}, "ALLOT_COORDINATOR_LEASE_SECONDS: Expected `float` > 0.0"),
         ({"max_frame_bytes": "4095"}, "ALLOT_COORDINATOR_MAX_FRAME_BYTES: Expected `int` >= 4096"),
         ({"log_level": "trace"}, "ALLOT_COORDINATOR_LOG_LEVEL: Invalid enum value 'trace'"),
+        (
+            {"removal_ack_seconds": "-1"},
+            "ALLOT_COORDINATOR_REMOVAL_ACK_SECONDS: Expected `float` >= 0.0",
+        ),
     ],
     ids=[
         "no-join-token",
@@ -391,6 +395,7 @@ def test_coordinator_default_store_path() -> None:
         "zero-lease",
         "small-frames",
         "bad-log-level",
+        "negative-removal-ack",
     ],
 )
 def test_coordinator_config_refuses(env: dict[str, str], complaint: str) -> None:

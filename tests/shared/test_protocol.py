@@ -354,7 +354,10 @@ def test_our_frame_read_by_plain_msgpack() -> None:
 @pytest.mark.parametrize(
     ("frame", "expected"),
     [
-        (Heartbeat(applied_revision=2), {"type": "heartbeat", "applied_revision": 2}),
+        (
+            Heartbeat(applied_revision=2, acknowledged_revision=3),
+            {"type": "heartbeat", "applied_revision": 2, "acknowledged_revision": 3},
+        ),
         (
             Welcome(node="n", lease_seconds=15.0, heartbeat_seconds=5.0),
             {
@@ -390,6 +393,27 @@ def test_a_standby_naming_the_leader_is_understood_and_an_old_error_has_no_leade
     )
     plain = packb({"type": "error", "code": "x", "message": "m"})
     assert decode_from_coordinator(plain) == Error(code="x", message="m", leader="")
+
+
+def test_an_older_agent_acknowledges_nothing_and_lists_after_no_revision() -> None:
+    """Protocol 1 without the start fence's fields: a plain peer's frames still decode,
+    to the values that tell the coordinator not to wait for it nor trust its list."""
+    assert decode_from_agent(packb({"type": "heartbeat", "applied_revision": 4})) == Heartbeat(
+        applied_revision=4, acknowledged_revision=0
+    )
+    status = decode_from_agent(packb({"type": "status", "applied_revision": 4}))
+    assert isinstance(status, Status)
+    assert status.listed_after == 0
+    said = packb({"type": "status", "applied_revision": 4, "listed_after": 9})
+    assert decode_from_agent(said) == Status(applied_revision=4, listed_after=9)
+
+
+def test_a_negative_acknowledged_revision_is_an_invalid_frame() -> None:
+    data = packb({"type": "heartbeat", "acknowledged_revision": -1})
+    with pytest.raises(ProtocolError) as caught:
+        decode_from_agent(data)
+    assert caught.value.code == "invalid_frame"
+    assert "acknowledged_revision" in caught.value.message
 
 
 def test_unknown_fields_are_ignored() -> None:
