@@ -87,9 +87,13 @@ def _percent(part: Fraction, whole: Fraction) -> float:
 @dataclass(frozen=True)
 class VolumePlot:
     """An integral pool's volume over time as an SVG polyline in a PLOT_WIDTH x
-    PLOT_HEIGHT box whose top is the pool's capacity, with the figures around it."""
+    PLOT_HEIGHT box, with the figures around it. The box's top is a quarter above the
+    largest volume sampled, or the pool's capacity when that is lower: a volume far
+    below its capacity is still seen to grow. ``capacity_y`` is where the capacity's
+    line goes, None when it is above the box."""
 
-    points: str  # "" with fewer than one sample
+    points: str  # "" without samples
+    capacity_y: float | None
     spans_s: float  # from the first sample to the last
     last_volume: float
     capacity: float
@@ -98,21 +102,26 @@ class VolumePlot:
 
 def volume_plot(samples: Sequence[tuple[float, Volume]]) -> VolumePlot:
     """The plot of ``samples`` (oldest first): time on x from the first sample to the
-    last, volume on y from 0 to the largest capacity seen. O(samples)."""
+    last, volume on y from 0 at the bottom. O(samples)."""
     if not samples:
-        return VolumePlot(points="", spans_s=0.0, last_volume=0.0, capacity=0.0, fill_pct=0.0)
+        return VolumePlot("", None, spans_s=0.0, last_volume=0.0, capacity=0.0, fill_pct=0.0)
     start, end = samples[0][0], samples[-1][0]
     span = end - start
-    top = max(max(v.capacity, v.volume) for _, v in samples) or 1.0
+    last = samples[-1][1]
+    highest = max(volume.volume for _, volume in samples) * float(HEADROOM)
+    top = min(highest, last.capacity) if last.capacity and highest else highest or 1.0
+
+    def y(volume: float) -> float:
+        return PLOT_HEIGHT - min(volume / top, 1.0) * PLOT_HEIGHT
+
     points = " ".join(
-        f"{(at - start) / span * PLOT_WIDTH if span else 0.0:.1f},"
-        f"{PLOT_HEIGHT - v.volume / top * PLOT_HEIGHT:.1f}"
+        f"{(at - start) / span * PLOT_WIDTH if span else 0.0:.1f},{y(v.volume):.1f}"
         for at, v in samples
     )
-    last = samples[-1][1]
     fill = 0.0 if not last.capacity else min(100.0, last.volume / last.capacity * 100)
     return VolumePlot(
         points=points,
+        capacity_y=y(last.capacity) if last.capacity and last.capacity <= top else None,
         spans_s=span,
         last_volume=last.volume,
         capacity=last.capacity,
