@@ -40,8 +40,8 @@ class _Series:
 
 class VolumeHistory:
     def __init__(self, *, limit: int = DEFAULT_LIMIT) -> None:
-        if limit < 2:
-            raise ValueError(f"limit={limit}: a series needs room for at least 2 samples")
+        if limit < 3:  # with 2, thinning would leave the first sample alone for ever
+            raise ValueError(f"limit={limit}: a series needs room for at least 3 samples")
         self._limit = limit
         self._series: dict[str, _Series] = {}
 
