@@ -34,7 +34,7 @@ class Holder:
     """Who holds a CPU as the viewer may see it: ``label`` (namespace/deployment and the
     container's id, or "another namespace"), ``short`` what fits on the CPU's box (""
     when hidden), ``href`` its page (None when hidden) and ``colour`` an index into the
-    dashboard's palette (-1 for a hidden one)."""
+    dashboard's palette (-1 for none: a hidden one, or one that holds no CPU)."""
 
     label: str
     short: str

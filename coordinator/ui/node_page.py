@@ -44,7 +44,8 @@ class GpuBox:
     label: str
     memory: str
     holders: tuple[Holder, ...]
-    mig: bool
+    mig: bool  # a MIG device
+    partitioned: bool  # a GPU in MIG mode: its devices are held, not itself
 
 
 async def node_page(request: web.Request) -> web.StreamResponse:
@@ -59,7 +60,7 @@ async def node_page(request: web.Request) -> web.StreamResponse:
     except (NotFound, UnusableNode) as error:
         return render(request, "node.html", {"node": record, "problem": str(error)})
     records = _records(service, state)
-    holders = _holders(records, principal)
+    holders = _holders(records, principal, state)
     groups = core_map(
         record.inventory,
         plans={cid: alloc.plan.cores for cid, alloc in state.allocations.items()},
@@ -87,16 +88,24 @@ def _records(service: DeploymentService, state: NodeState) -> dict[str, Containe
     return {cid: record for cid, record in found.items() if record is not None}
 
 
-def _holders(records: dict[str, ContainerRecord], principal: Principal) -> dict[str, Holder]:
-    """The containers the viewer may see, each with its label, page and colour."""
+def _holders(
+    records: dict[str, ContainerRecord], principal: Principal, state: NodeState
+) -> dict[str, Holder]:
+    """The containers the viewer may see, each with its label, page and colour: a
+    colour of the palette for each that holds CPUs, in order of id, and none (-1) for
+    those on the shared pool."""
     seen = sorted(cid for cid, record in records.items() if principal.may_use(record.namespace))
     holders = {}
-    for index, cid in enumerate(seen):
+    coloured = 0
+    for cid in seen:
         record = records[cid]
         page = f"/ui/deployments/{record.namespace}/{record.deployment}"
         label = f"{record.namespace}/{record.deployment} {cid}"
         short = record.deployment[:SHORT_CHARS]
-        holders[cid] = Holder(label, short, page, index % PALETTE_SIZE)
+        colour = -1
+        if state.allocations[cid].plan.cores:
+            colour, coloured = coloured % PALETTE_SIZE, coloured + 1
+        holders[cid] = Holder(label, short, page, colour)
     return holders
 
 
@@ -130,6 +139,7 @@ def _gpus(
                 memory=format_memory_approx(gpu.memory),
                 holders=tuple(by_uuid.get(gpu.uuid, ())),
                 mig=False,
+                partitioned=gpu.mig_enabled,
             )
         )
         boxes.extend(
@@ -138,6 +148,7 @@ def _gpus(
                 memory=format_memory_approx(device.memory),
                 holders=tuple(by_uuid.get(device.uuid, ())),
                 mig=True,
+                partitioned=False,
             )
             for device in gpu.mig_devices
         )

@@ -6,14 +6,12 @@ the pool and its volume plot, and (after a drain, without reloading the page) th
 pending stand-in with its reason; a namespace token's dashboard shows none of the other
 namespace's containers; a phone-sized window needs no horizontal scrolling; the browser's
 console stays free of errors. Every page is saved as a screenshot in the test's tmp_path
-(``screenshots/``); with ALLOT_UPDATE_SCREENSHOTS=1 the node page's also becomes the
-README's docs/dashboard.png.
+(``screenshots/``). (The README's docs/dashboard.png comes from a larger host:
+``test_core_map_in_chromium.py``.)
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +42,6 @@ RESEARCH = {"integral_guarantees": {"guarantee_type": "relaxed", "resource_flow"
 SLEEPER = {"image": IMAGE, "command": ["sleep", "3600"]}
 PHONE = (390, 844)
 WAIT_SECONDS = 30  # for the page's own refresh, every 5 s, on a loaded machine
-README_SCREENSHOT = Path(__file__).parents[2] / "docs" / "dashboard.png"
 
 
 def test_the_dashboard_in_headless_chromium(
@@ -75,8 +72,6 @@ def test_the_dashboard_in_headless_chromium(
         assert bound.get_attribute("data-kind") == "bound"
         title = bound.find_element(By.TAG_NAME, "title").get_attribute("textContent")
         assert title == f"CPU {cpu}: bound to team-a/web {web['id']}"
-        if os.environ.get("ALLOT_UPDATE_SCREENSHOTS") == "1":
-            shutil.copyfile(shots / "node.png", README_SCREENSHOT)
 
         page.show("/ui/quotas", "quotas")
         cells = cells_of(browser, 'tr.quota-bar[data-resource="cpu"]')
