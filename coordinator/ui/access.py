@@ -31,9 +31,7 @@ log = get_logger("allot.coordinator.ui")
 
 HOME = "/ui/"
 LOGIN = "/ui/login"
-LOGOUT = "/ui/logout"
 SESSION_COOKIE = "allot_session"
-MAX_TOKEN_CHARS = 1024
 
 
 Principals = tuple[tuple[str, Principal], ...]
@@ -74,7 +72,7 @@ def login_routes(principals: Principals, sessions: Sessions) -> list[web.RouteDe
         token, wanted = fields.get("token"), fields.get("next")
         after = _next(wanted if isinstance(wanted, str) else None)
         presented = token.strip() if isinstance(token, str) else ""
-        principal = principal_for(presented[:MAX_TOKEN_CHARS] or None, principals)
+        principal = principal_for(presented or None, principals)
         if principal is None:
             await request.config_dict[REFUSALS].refused("api_token", request.remote or "")
             problem = "That token is not one this coordinator accepts."

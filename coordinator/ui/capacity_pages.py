@@ -54,8 +54,9 @@ async def pools_page(request: web.Request) -> web.StreamResponse:
 def _tree_order(service: PoolService) -> list[tuple[str, int]]:
     """The root, then each pool under its parent, depth first, siblings by name."""
     children: dict[str, list[str]] = {}
+    pools = service.config()["pools"]
     for name in service.names():
-        parent = service.config()["pools"][name].get("parent") or ROOT
+        parent = pools[name].get("parent") or ROOT
         children.setdefault(parent, []).append(name)
     order: list[tuple[str, int]] = []
     stack = [(ROOT, 0)]

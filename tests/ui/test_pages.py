@@ -13,6 +13,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from coordinator.standby import make_standby_app
 from coordinator.ui.rendering import FRAGMENT_HEADER
 from tests.coordinator.conftest import (
     API_TOKEN,
@@ -23,6 +24,7 @@ from tests.coordinator.conftest import (
     register,
     start,
 )
+from tests.loopback import serving
 
 NODE = "node-a"
 PAGES = [
@@ -251,3 +253,16 @@ async def refusals(coordinator: Coordinator) -> float:
     text = await response.text()
     found = re.search(r'^allot_auth_failures_total\{kind="api_token"\} (\S+)$', text, re.M)
     return 0.0 if found is None else float(found.group(1))
+
+
+async def test_a_standby_sends_the_dashboard_to_the_leader() -> None:
+    async def leader() -> str:
+        return "https://leader.example:7600"
+
+    async with (
+        serving(make_standby_app("join-token-for-tests-0123456789", leader)) as url,
+        aiohttp.ClientSession() as http,
+    ):
+        response = await http.get(url + "/ui/nodes/node-a?x=1", allow_redirects=False)
+        assert response.status == 307
+        assert response.headers["Location"] == "https://leader.example:7600/ui/nodes/node-a?x=1"
