@@ -12,9 +12,13 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
 
+from coordinator.app import make_app
 from coordinator.standby import make_standby_app
+from coordinator.tls_files import make_ca, make_leaf, server_leaf
 from coordinator.ui.rendering import FRAGMENT_HEADER
+from shared.tls import client_context
 from tests.coordinator.conftest import (
     API_TOKEN,
     NAMESPACE,
@@ -266,3 +270,32 @@ async def test_a_standby_sends_the_dashboard_to_the_leader() -> None:
         response = await http.get(url + "/ui/nodes/node-a?x=1", allow_redirects=False)
         assert response.status == 307
         assert response.headers["Location"] == "https://leader.example:7600/ui/nodes/node-a?x=1"
+
+
+async def test_over_tls_the_session_cookie_is_secure(tmp_path: Path) -> None:
+    pki = tmp_path / "pki"
+    make_ca(pki)
+    make_leaf(pki, server_leaf(["127.0.0.1"]))
+    config = config_for(
+        tmp_path,
+        tls_cert_file=str(pki / "server.pem"),
+        tls_key_file=str(pki / "server-key.pem"),
+    )
+    runner = web.AppRunner(make_app(config), access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=config.server_tls_context()).start()
+    trust = client_context(str(pki / "ca.pem"))
+    assert trust is not None
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as http:
+            url = f"https://127.0.0.1:{runner.addresses[0][1]}/ui/login"
+            response = await http.post(url, data={"token": API_TOKEN}, allow_redirects=False)
+            assert response.status == 303
+            cookie = SimpleCookie(response.headers["Set-Cookie"])["allot_session"]
+            assert (cookie["secure"], cookie["httponly"], cookie["samesite"]) == (
+                True,
+                True,
+                "Strict",
+            )
+    finally:
+        await runner.cleanup()
