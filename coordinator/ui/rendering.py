@@ -17,6 +17,8 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
+from coordinator.http.roles import PRINCIPAL
+
 FRAGMENT_HEADER = "X-Allot-Fragment"
 REFRESH_SECONDS = 5
 
@@ -33,11 +35,13 @@ _templates.filters["utc"] = lambda seconds: time.strftime("%Y-%m-%d %H:%M:%S", t
 def render(
     request: web.Request, template: str, context: Mapping[str, Any], *, status: int = 200
 ) -> web.Response:
-    """The page ``template`` with ``context``, or only its ``content`` block when the
-    page's refresh asks; never cached, never framed, and running only its own script."""
+    """The page ``template`` with ``context`` (and, in its header, what the viewer's
+    token may see), or only its ``content`` block when the page's refresh asks; never
+    cached, never framed, and running only its own script."""
     page = _templates.get_template(template)
     nonce = secrets.token_urlsafe(16)
-    values = {"refresh_seconds": REFRESH_SECONDS, "nonce": nonce, **context}
+    viewer = request[PRINCIPAL].describe() if PRINCIPAL in request else ""
+    values = {"refresh_seconds": REFRESH_SECONDS, "nonce": nonce, "viewer": viewer, **context}
     if request.headers.get(FRAGMENT_HEADER) == "1":
         block = page.blocks["content"]
         html = "".join(block(page.new_context(values)))

@@ -150,6 +150,7 @@ async def test_a_namespace_token_sees_its_own_containers_only(
         assert ids["team-b"] not in page
     _, node = await get(coordinator, f"/ui/nodes/{NODE}", **bearer(NAMESPACE_TOKEN))
     assert "And 1 container of other namespaces." in node
+    assert '<span class="who">with a token for namespaces team-a</span>' in node
     response, page = await get(coordinator, "/ui/deployments/team-b/db", **bearer(NAMESPACE_TOKEN))
     assert response.status == 404
     assert "There is no deployment team-b/db that this token may see." in page
