@@ -47,6 +47,7 @@ from coordinator.services.registry import NodeRegistry
 from coordinator.services.warm_nodes import Loaded
 from coordinator.store import Store, StoreError
 from coordinator.store.opening import open_store
+from coordinator.ui import add_dashboard
 from coordinator.warm import WarmState
 from shared.logs import get_logger
 
@@ -91,6 +92,7 @@ def make_app(
     add_deployment_routes(app)
     add_node_admin_routes(app)
     add_openapi_routes(app)
+    add_dashboard(app, config)
     app.router.add_get(AGENT_PATH, _agent_socket)
     return app
 

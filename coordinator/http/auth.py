@@ -33,6 +33,9 @@ log = get_logger("allot.coordinator.auth")
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 AGENT_PATH = "/v1/agent"
+# The dashboard's pages take the same tokens, from a header or its session cookie, and
+# check them themselves (coordinator.ui.access), with ``api_principals``.
+UI_PREFIX = "/ui/"
 BEARER_HINT = {"expected": "an 'Authorization: Bearer <token>' header"}
 
 
@@ -117,10 +120,10 @@ def _log_failures(source: str, count: int) -> None:
     log.warning("authentication failed", source=source, failures=count)
 
 
-def api_tokens_middleware(config: CoordinatorConfig, refusals: AuthRefusals) -> Middleware:
-    """The middleware for the config's admin ``api_tokens`` and its ``namespace_tokens``
-    (the config keeps every token distinct, so a token has one principal)."""
-    principals = tuple(
+def api_principals(config: CoordinatorConfig) -> tuple[tuple[str, Principal], ...]:
+    """Each of the config's admin ``api_tokens`` and ``namespace_tokens`` with its
+    principal (the config keeps every token distinct, so a token has one principal)."""
+    return tuple(
         [(token, ADMIN) for token in config.api_tokens]
         + [
             (entry.token, namespace_principal(entry.namespaces))
@@ -128,11 +131,20 @@ def api_tokens_middleware(config: CoordinatorConfig, refusals: AuthRefusals) -> 
         ]
     )
 
+
+def api_tokens_middleware(config: CoordinatorConfig, refusals: AuthRefusals) -> Middleware:
+    """The middleware for the config's admin ``api_tokens`` and its ``namespace_tokens``."""
+    principals = api_principals(config)
+
     @web.middleware
     async def require_api_token(request: web.Request, handler: Handler) -> web.StreamResponse:
         # The agent socket checks the join token itself; health and metrics are open to
         # load balancers and scrapers and reveal no secrets.
-        if request.path in OPEN_PATHS or request.path == AGENT_PATH:
+        if (
+            request.path in OPEN_PATHS
+            or request.path == AGENT_PATH
+            or (request.path + "/").startswith(UI_PREFIX)
+        ):
             return await handler(request)
         principal = principal_for(bearer_token(request), principals)
         if principal is None:

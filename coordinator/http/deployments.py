@@ -120,7 +120,7 @@ def _flag(request: web.Request, name: str) -> bool:
 def _placed_view(service: DeploymentService, outcome: DeployOutcome) -> PlacedView:
     return PlacedView(
         deployment=outcome.deployment,
-        containers=[_view(service, record) for record in outcome.containers],
+        containers=[container_view(service, record) for record in outcome.containers],
         skipped_nodes=service.skipped_nodes(),
     )
 
@@ -140,12 +140,12 @@ async def list_deployments(request: web.Request) -> web.Response:
     namespace = _namespace(request)
     service = request.app[DEPLOYMENTS]
     found = service.deployments(namespace)
-    return json_response({"deployments": [_deployment_view(service, d) for d in found]})
+    return json_response({"deployments": [deployment_view(service, d) for d in found]})
 
 
 async def get_deployment(request: web.Request) -> web.Response:
     service, deployment = _deployment(request)
-    return json_response(_deployment_view(service, deployment))
+    return json_response(deployment_view(service, deployment))
 
 
 async def scale_deployment(request: web.Request) -> web.Response:
@@ -196,7 +196,7 @@ async def list_containers(request: web.Request) -> web.Response:
     principal = principal_of(request)
     service = request.app[DEPLOYMENTS]
     views = [
-        _view(service, record)
+        container_view(service, record)
         for record in (*service.containers(), *service.all_pending())
         if principal.may_use(record.namespace)
     ]
@@ -207,7 +207,7 @@ async def list_containers(request: web.Request) -> web.Response:
 
 async def get_container(request: web.Request) -> web.Response:
     service, record = _container(request)
-    return json_response(_view(service, record))
+    return json_response(container_view(service, record))
 
 
 async def realloc_container(request: web.Request) -> web.Response:
@@ -215,7 +215,7 @@ async def realloc_container(request: web.Request) -> web.Response:
     body = await read_body(request, _decode_delta, "realloc")
     delta = Delta(**msgspec.structs.asdict(body))
     changed = await service.realloc(record.id, delta)
-    return json_response(_view(service, changed))
+    return json_response(container_view(service, changed))
 
 
 async def replace_container(request: web.Request) -> web.Response:
@@ -224,7 +224,7 @@ async def replace_container(request: web.Request) -> web.Response:
     _check_container(body.image, body.command or [], {}, {})
     fresh = await service.replace(record.id, body.image, body.command)
     await hosts_acknowledged(request, {record.node})  # past the bound, only logged
-    return json_response(_view(service, fresh), status=201)
+    return json_response(container_view(service, fresh), status=201)
 
 
 async def delete_container(request: web.Request) -> web.Response:
@@ -304,7 +304,7 @@ def _container(request: web.Request) -> tuple[DeploymentService, ContainerRecord
     return service, record
 
 
-def _view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
+def container_view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
     observed = service.observed(record.id)
     state, reason = container_state(record, observed)
     if state == "pending":
@@ -312,13 +312,13 @@ def _view(service: DeploymentService, record: ContainerRecord) -> ContainerView:
     return ContainerView(record=record, state=state, observed=observed, reason=reason)
 
 
-def _deployment_view(service: DeploymentService, deployment: DeploymentRecord) -> DeploymentView:
+def deployment_view(service: DeploymentService, deployment: DeploymentRecord) -> DeploymentView:
     key = (deployment.namespace, deployment.spec.name)
     mine = sorted(
         (*service.of_deployment(*key), *service.pending_of(*key), *service.stopping_of(*key)),
         key=lambda c: c.id,
     )
-    containers = [_view(service, c) for c in mine]
+    containers = [container_view(service, c) for c in mine]
     return DeploymentView(deployment=deployment, containers=containers)
 
 
