@@ -136,6 +136,7 @@ class AgentHub:
                 await self._deployments.events.record(
                     [Note("lost", record.reason, node=record.name)]
                 )
+                await self._deployments.report_pressure(record.name, None)  # no longer known
                 ws = self._sessions.pop(record.name, None)
                 if ws is not None:
                     await ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
@@ -302,6 +303,7 @@ class AgentHub:
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)
             self._deployments.observe(name, frame)
+            await self._deployments.report_pressure(name, frame.pressure)
             # Drift put back, restarts and failed tries: each an event, once.
             record_of = self._deployments.container
             notes = [
