@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import msgspec
 
@@ -366,7 +367,16 @@ def pool_details(body: bytes) -> str:
     rows += [(f"config {key}", json.dumps(value)) for key, value in pool["config"].items()]
     rows += [(f"share {key}", _ratio(value)) for key, value in (pool["share"] or {}).items()]
     rows += [(key, json.dumps(value)) for key, value in pool["introspection"].items()]
+    rows += [(f"host {node}", _host(pressure)) for node, pressure in pool.get("hosts", {}).items()]
     return table(None, rows)
+
+
+def _host(pressure: dict[str, Any] | None) -> str:
+    """A host of the pool's containers: ``cpu pressure 72% (psi), under pressure``."""
+    if pressure is None:
+        return "cpu pressure unknown"
+    state = "under pressure" if pressure["under"] else "not under pressure"
+    return f"cpu pressure {pressure['avg10']:.0f}% ({pressure['source']}), {state}"
 
 
 def simulation_table(body: bytes) -> str:

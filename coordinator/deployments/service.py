@@ -408,12 +408,13 @@ class DeploymentService:
         if notes:
             await self.record(notes)
 
-    def pool_nodes(self, pools: Iterable[str]) -> set[str]:
-        """The nodes the live containers of ``pools`` run on. O(those containers)."""
+    def pool_nodes(self, pools: Iterable[str] | None) -> set[str]:
+        """The nodes the live containers of ``pools`` (None: of every pool) run on.
+        O(those containers)."""
         books = self._books
         return {
             books.containers[cid].node
-            for pool in pools
+            for pool in (books.pools() if pools is None else pools)
             for cid in books.ids("pool", pool)
             if cid in books.containers
         }

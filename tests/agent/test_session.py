@@ -152,7 +152,13 @@ async def test_desired_states_reach_the_runtime() -> None:
         await eventually(lambda: runtime.desired_revision == 7)
         await eventually(lambda: any(f["type"] == "status" for f in coordinator.received))
     status = next(f for f in coordinator.received if f["type"] == "status")
-    assert status == {"type": "status", "applied_revision": 0, "containers": [], "problems": []}
+    assert status == {
+        "type": "status",
+        "applied_revision": 0,
+        "containers": [],
+        "problems": [],
+        "pressure": None,  # an idle runtime has read none yet
+    }
     assert runtime.desired_revision == 7
 
 
