@@ -47,7 +47,9 @@ class PressureGauge:
     """Reads the node's CPU pressure; says once in the log when it falls back from PSI
     to throttling, and once when PSI can be read again."""
 
-    def __init__(self, psi_file: Path | None, *, read: Callable[[Path], str] = Path.read_text):
+    def __init__(
+        self, psi_file: Path | None, *, read: Callable[[Path], str] = Path.read_text
+    ) -> None:
         self.psi_file = psi_file
         self._read = read
         self._on_psi: bool | None = None  # what the last reading came from; None before
