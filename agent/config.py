@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from agent.runtime.pressure import DEFAULT_PSI_FILE
 from shared.cpuset import CpuSet, CpuSetError
 from shared.inventory import MAX_EXTENDED, ExtendedName, ExtendedUnits
 from shared.protocol import DEFAULT_MAX_FRAME_BYTES
@@ -103,6 +104,13 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
             " e.g. 'example.com/fpga=2' (GPUs and MIG devices are discovered, not set here)",
         ),
     ] = {}
+    cpu_pressure_file: Annotated[
+        str,
+        Meta(
+            description="the PSI file the node's CPU pressure is read from; where it is"
+            " missing, or set to '', pressure comes from the containers' CFS throttling"
+        ),
+    ] = str(DEFAULT_PSI_FILE)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     def __post_init__(self) -> None:

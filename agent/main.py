@@ -155,4 +155,5 @@ def _runtime_options(config: AgentConfig, inventory: Inventory) -> RuntimeOption
             initial_seconds=config.restart_backoff_seconds,
             max_seconds=config.restart_backoff_max_seconds,
         ),
+        cpu_pressure_file=Path(config.cpu_pressure_file) if config.cpu_pressure_file else None,
     )

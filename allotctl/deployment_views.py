@@ -342,7 +342,7 @@ def _stopping(record: ContainerRecord) -> list[tuple[str, object]]:
 def _observed(view: ContainerView) -> list[tuple[str, object]]:
     """The container's state and why, then what the node's agent last reported: the
     engine's state, the last try to get it running, the limits the engine holds, what the
-    container uses, drift."""
+    container uses, how much it waits for CPU (its pressure), drift."""
     state = ("state", f"{view.state}: {view.reason}" if view.reason else view.state)
     observed = view.observed
     if observed is None:
@@ -359,12 +359,14 @@ def _observed(view: ContainerView) -> list[tuple[str, object]]:
     engine += f", quota {quota(held)}, memory {_memory_limits(held)}"
     cpu = "-" if observed.cpu_usage is None else f"{observed.cpu_usage:.2f} cores"
     memory = "-" if observed.memory_usage is None else format_memory_approx(observed.memory_usage)
+    waits = "-" if observed.cpu_pressure is None else f"{observed.cpu_pressure:.1f}%"
     return [
         state,
         ("engine state", text),
         ("last attempt", tried),
         ("engine holds", engine),
         ("uses", f"cpu {cpu}, memory {memory}"),
+        ("cpu pressure", waits),
         ("revision", observed.revision),
         ("drift", "; ".join(observed.drift) or "-"),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import msgspec
 
@@ -54,16 +55,52 @@ def nodes_table(body: bytes) -> str:
                 len(inventory.numa_nodes),
                 format_memory_approx(inventory.memory),
                 gpus,
+                _pressure_cell(node),
                 age(node.state_since),
                 node.reason or "-",
             )
         )
-    headers = ["NAME", "STATE", "CPUS", "CORES", "NUMA", "MEMORY", "GPUS", "SINCE", "REASON"]
+    headers = [
+        "NAME",
+        "STATE",
+        "CPUS",
+        "CORES",
+        "NUMA",
+        "MEMORY",
+        "GPUS",
+        "PRESSURE",
+        "SINCE",
+        "REASON",
+    ]
     return table(headers, rows)
 
 
 def _state(node: NodeView) -> str:
     return f"{node.state},cordoned" if node.cordoned else node.state
+
+
+def _pressure_cell(node: NodeView) -> str:
+    """``72%,under`` for a node under CPU pressure, ``12%`` otherwise, ``-`` unknown."""
+    pressure = node.pressure
+    if pressure is None:
+        return "-"
+    return f"{pressure.avg10:.0f}%" + (",under" if pressure.under else "")
+
+
+def _pressure_line(node: NodeView) -> str:
+    """``under pressure for 2m: 72.0% (PSI some avg10; 65.3% over 60 s)``."""
+    pressure = node.pressure
+    if pressure is None:
+        return "- (its agent has reported none)"
+    state = "under pressure" if pressure.under else "not under pressure"
+    if pressure.source == "psi":
+        figure = f"{pressure.avg10:.1f}% (PSI some avg10"
+        if pressure.avg60 is not None:
+            figure += f"; {pressure.avg60:.1f}% over 60 s"
+        figure += ")"
+    else:
+        figure = f"{pressure.avg10:.1f}% (CFS periods throttled)"
+    return f"{state} for {age(pressure.since)}: {figure}"
 
 
 def node_details(body: bytes) -> str:
@@ -74,6 +111,7 @@ def node_details(body: bytes) -> str:
         ("reason", node.reason or "-"),
         ("registered", f"{timestamp(node.registered_at)} ({age(node.registered_at)} ago)"),
         ("agent", f"{node.agent_version or 'unknown version'} at {node.address or '?'}"),
+        ("cpu pressure", _pressure_line(node)),
     ]
     return table(None, head) + "\n\n" + describe_inventory(node.inventory)
 
@@ -329,7 +367,16 @@ def pool_details(body: bytes) -> str:
     rows += [(f"config {key}", json.dumps(value)) for key, value in pool["config"].items()]
     rows += [(f"share {key}", _ratio(value)) for key, value in (pool["share"] or {}).items()]
     rows += [(key, json.dumps(value)) for key, value in pool["introspection"].items()]
+    rows += [(f"host {node}", _host(pressure)) for node, pressure in pool.get("hosts", {}).items()]
     return table(None, rows)
+
+
+def _host(pressure: dict[str, Any] | None) -> str:
+    """A host of the pool's containers: ``cpu pressure 72% (psi), under pressure``."""
+    if pressure is None:
+        return "cpu pressure unknown"
+    state = "under pressure" if pressure["under"] else "not under pressure"
+    return f"cpu pressure {pressure['avg10']:.0f}% ({pressure['source']}), {state}"
 
 
 def simulation_table(body: bytes) -> str:

@@ -139,6 +139,7 @@ class AgentHub:
                 await self._deployments.events.record(
                     [Note("lost", record.reason, node=record.name)]
                 )
+                await self._deployments.report_pressure(record.name, None)  # no longer known
                 ws = self._sessions.pop(record.name, None)
                 self.acks.disconnected(record.name)
                 if ws is not None:
@@ -311,6 +312,7 @@ class AgentHub:
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)
             self._deployments.observe(name, frame)
+            await self._deployments.report_pressure(name, frame.pressure)
             # Drift put back, restarts and failed tries: each an event, once.
             record_of = self._deployments.container
             notes = [

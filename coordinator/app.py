@@ -172,6 +172,7 @@ def _deployments(warm: WarmState | None) -> Callable[[web.Application], AsyncIte
             share_base=config.share_base,
             books=None if warm is None else warm.books,
             fresh=None if warm is None else warm.fresh,
+            pressure=config.pressure,
         )
         app[DEPLOYMENTS] = service
         # Labels as this version sets them, in case an older one wrote the store: before

@@ -61,6 +61,23 @@ class PoolSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
             raise ValueError(f"pools: {error.message}") from None
 
 
+class PressureSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[pressure]``: when a node counts as under CPU pressure, from its agent's reading
+    (PSI "some avg10", or the share of CFS periods throttled; in percent). A node enters
+    at ``enter_percent`` or more and leaves at ``leave_percent`` or less; in between it
+    stays as it was (hysteresis), so a reading near one threshold does not flap."""
+
+    enter_percent: Annotated[float, Meta(gt=0, le=100)] = 60.0
+    leave_percent: Annotated[float, Meta(ge=0, lt=100)] = 30.0
+
+    def __post_init__(self) -> None:
+        if self.leave_percent >= self.enter_percent:
+            raise ValueError(
+                f"pressure: leave_percent ({self.leave_percent:g}) must be below"
+                f" enter_percent ({self.enter_percent:g})"
+            )
+
+
 class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     host: Annotated[str, Meta(description="address to listen on")] = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65535, description="TCP port (0: any free port)")] = 7600
@@ -186,9 +203,10 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # [[resources]] in the TOML file only: capacity-lease templates, in matching order.
     resources: list[ResourceTemplate] = []
-    # [quotas] and [pools] in the TOML file only.
+    # [quotas], [pools] and [pressure] in the TOML file only.
     quotas: QuotaSettings = QuotaSettings()
     pools: PoolSettings = PoolSettings()
+    pressure: PressureSettings = PressureSettings()
     lost_node_grace_seconds: Annotated[
         float,
         Meta(

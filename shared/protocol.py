@@ -60,6 +60,8 @@ UnixTime = Annotated[float, Meta(ge=0, le=16_725_225_600)]
 DEFAULT_STOP_TIMEOUT_SECONDS = 10
 MAX_STOP_TIMEOUT_SECONDS = 3600
 StopTimeout = Annotated[int, Meta(ge=0, le=MAX_STOP_TIMEOUT_SECONDS)]
+Percent = Annotated[float, Meta(ge=0, le=100)]  # refuses NaN and infinities too
+PressureSource = Literal["psi", "throttling"]
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -149,6 +151,10 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     cpu_usage: Cores | None = None  # cores used, averaged since the previous report
     memory_usage: UsedBytes | None = None  # bytes, as the container's cgroup counts them now
     attempt: Attempt | None = None  # the last try to get it running, while in a crash loop
+    # How much it waits for CPU, in percent: under cgroup v2 its cgroup's PSI ("some
+    # avg10" of cpu.pressure), else the share of its CFS periods it was throttled in since
+    # the previous report. None when the agent cannot tell (or is older).
+    cpu_pressure: Percent | None = None
 
 
 ContainerStatuses = Annotated[list[ContainerStatus], Meta(max_length=MAX_CONTAINERS)]
@@ -183,6 +189,20 @@ class Heartbeat(msgspec.Struct, frozen=True, kw_only=True, tag="heartbeat", tag_
     acknowledged_revision: Revision = 0
 
 
+class CpuPressure(msgspec.Struct, frozen=True, kw_only=True):
+    """How much the node's tasks wait for CPU, in percent of wall time.
+
+    ``psi``: the kernel's pressure stall information (``/proc/pressure/cpu``), ``avg10``
+    and ``avg60`` its "some" averages over 10 and 60 s. ``throttling`` (a kernel without
+    PSI): the share of the containers' CFS periods in which they were throttled
+    (``nr_throttled`` / ``nr_periods`` of their ``cpu.stat``) since the previous sample,
+    as ``avg10``; ``avg60`` is then None."""
+
+    source: PressureSource
+    avg10: Percent
+    avg60: Percent | None = None
+
+
 class Status(msgspec.Struct, frozen=True, kw_only=True, tag="status", tag_field="type"):
     applied_revision: Revision
     containers: ContainerStatuses = []
@@ -191,6 +211,8 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, tag="status", tag_field=
     # ``containers`` shows: a container that revision leaves out and ``containers`` does
     # not list is gone for good, whatever else on the node fails. 0: not said.
     listed_after: Revision = 0
+    # None from an agent that cannot read it, or is older than the field.
+    pressure: CpuPressure | None = None
 
 
 class Welcome(msgspec.Struct, frozen=True, kw_only=True, tag="welcome", tag_field="type"):

@@ -64,6 +64,7 @@ from agent.runtime.plan import (
     target_settings,
     tries,
 )
+from agent.runtime.pressure import DEFAULT_PSI_FILE, PressureGauge, SamplePair, container_pressure
 from agent.runtime.restarts import CrashLoop, RestartRules, after_try, describe, ended
 from agent.runtime.settings import Settings
 from agent.runtime.start_fence import StartFence
@@ -75,7 +76,14 @@ from shared.bounds import MAX_MESSAGES, clipped
 from shared.codec import to_json
 from shared.cpuset import CpuSet
 from shared.logs import get_logger
-from shared.protocol import Attempt, ContainerStatus, DesiredContainer, Status, SwapState
+from shared.protocol import (
+    Attempt,
+    ContainerStatus,
+    CpuPressure,
+    DesiredContainer,
+    Status,
+    SwapState,
+)
 from shared.quantity import format_memory
 from shared.sdnotify import notify
 
@@ -106,6 +114,8 @@ class RuntimeOptions:
     node_problems: Sequence[str] = ()  # from discovery (e.g. NVML), reported with ours
     replace_settle_seconds: float = 5.0  # a replacement runs this long before the old one goes
     restarts: RestartRules = field(default_factory=RestartRules)  # the crash-loop backoff
+    # The PSI file the node's CPU pressure is read from; None: from throttling only.
+    cpu_pressure_file: Path | None = DEFAULT_PSI_FILE
 
 
 @dataclass(frozen=True)
@@ -153,7 +163,10 @@ class Runtime:
         self._look_after = 0
         self._fence = StartFence(self._still_desired)
         self._samples: dict[str, Sample] = {}  # per running container: its last usage sample
-        self._usage: dict[str, tuple[float | None, int | None]] = {}  # cores, bytes
+        # Per running container: cores, bytes, CPU pressure (percent).
+        self._usage: dict[str, tuple[float | None, int | None, float | None]] = {}
+        self._gauge = PressureGauge(options.cpu_pressure_file)
+        self._pressure: CpuPressure | None = None  # the node's, at the last sample
         self._failed_swaps: dict[str, str] = {}  # replacing container -> why it failed
         self._loops: dict[str, CrashLoop] = {}  # per container: its tries in a row
         self._attempts: dict[
@@ -423,12 +436,14 @@ class Runtime:
 
     def _measure(self, observed: list[Inspected]) -> None:
         """Sample each running container's usage, at most every USAGE_SAMPLE_SECONDS:
-        CPU as cores used since its previous sample, memory as it is now."""
+        CPU as cores used since its previous sample, memory as it is now, CPU pressure;
+        and with them the node's CPU pressure."""
         now = time.monotonic()
         running = {one.observed.id: one.pid for one in observed if one.pid > 0}
         for container_id in self._samples.keys() - running.keys():
             del self._samples[container_id]
             self._usage.pop(container_id, None)
+        sampled: list[SamplePair] = []
         for container_id, pid in running.items():
             previous = self._samples.get(container_id)
             if previous is not None and now - previous.at < USAGE_SAMPLE_SECONDS:
@@ -439,7 +454,11 @@ class Runtime:
             self._usage[container_id] = (
                 None if cores is None else round(cores, 3),
                 current.memory,
+                container_pressure(previous, current),
             )
+            sampled.append((previous, current))
+        if sampled or not running:  # else every container was sampled less than 1 s ago
+            self._pressure = self._gauge.node(sampled)
 
     def _retries(self, observed: list[Observed]) -> Retries:
         """The planner's view of crash loops; a loop whose container has run long enough
@@ -699,6 +718,7 @@ class Runtime:
             listed_after=self._observed_after,
             containers=self._container_statuses(),
             problems=[clipped(problem) for problem in problems[:MAX_MESSAGES]],
+            pressure=self._pressure,
         )
 
     def _container_statuses(self) -> list[ContainerStatus]:
@@ -707,7 +727,7 @@ class Runtime:
         for one in self._observed:
             container_id = one.observed.id
             wanted = desired.get(container_id)
-            cores, memory = self._usage.get(container_id, (None, None))
+            cores, memory, pressure = self._usage.get(container_id, (None, None, None))
             correction = self._drift.get(container_id)
             statuses[container_id] = ContainerStatus(
                 id=container_id,
@@ -726,6 +746,7 @@ class Runtime:
                 drift_at=correction.at if correction else 0.0,
                 cpu_usage=cores,
                 memory_usage=memory,
+                cpu_pressure=pressure,
                 replacing=self._replacing(wanted),
                 attempt=self._attempts.get(container_id),
             )

@@ -10,7 +10,10 @@ not depend on Docker's cgroup driver (cgroupfs or systemd). CPU is the cumulativ
 (v1 ``cpuacct.usage`` in ns, v2 ``usage_usec`` of ``cpu.stat``); memory is what the cgroup
 charges less its inactive file cache (v1 ``memory.usage_in_bytes`` less
 ``total_inactive_file``, v2 ``memory.current`` less ``inactive_file``), which is what
-``docker stats`` shows: cache the kernel can drop at once is not counted as used.
+``docker stats`` shows: cache the kernel can drop at once is not counted as used. How much
+it waits for CPU (``pressure``) comes from the same cgroup: the CFS periods it ran in and
+was throttled in (``nr_periods``, ``nr_throttled`` of the cpu controller's ``cpu.stat``) and,
+under v2, its PSI (``cpu.pressure``).
 
 Reading is a few small sysfs files per container, microseconds each, so it is done on the
 event loop. A file that is missing or unreadable (the container just exited, an unusual
@@ -22,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from agent.runtime.psi import psi_averages
 
 Reader = Callable[[Path], str]  # the file's text; OSError when it cannot be read
 
@@ -38,6 +43,9 @@ class Sample:
     at: float  # monotonic seconds
     cpu_ns: int | None  # CPU time used since the container started
     memory: int | None  # bytes in use, less inactive file cache
+    periods: int | None = None  # CFS periods with runnable tasks since it started
+    throttled: int | None = None  # of those, the periods its quota ran out in
+    psi_avg10: float | None = None  # v2: "some avg10" of its cpu.pressure, in percent
 
 
 def cgroup_dir(
@@ -82,7 +90,7 @@ def sample(
         except (OSError, ValueError, KeyError):
             return None
 
-    cpu, memory = directory("cpuacct"), directory("memory")
+    cpu, memory, scheduler = directory("cpuacct"), directory("memory"), directory("cpu")
     cpu_ns = figure(cpu, "cpuacct.usage", int)
     if cpu_ns is None:
         cpu_ns = figure(cpu, "cpu.stat", lambda text: _stat(text)["usage_usec"] * 1000)
@@ -93,7 +101,14 @@ def sample(
         inactive_key = "inactive_file"
     inactive = figure(memory, "memory.stat", lambda text: _stat(text)[inactive_key])
     in_use = None if used is None else max(0, used - (inactive or 0))
-    return Sample(at=at, cpu_ns=cpu_ns, memory=in_use)
+    return Sample(
+        at=at,
+        cpu_ns=cpu_ns,
+        memory=in_use,
+        periods=figure(scheduler, "cpu.stat", lambda text: _stat(text)["nr_periods"]),
+        throttled=figure(scheduler, "cpu.stat", lambda text: _stat(text)["nr_throttled"]),
+        psi_avg10=_psi(read, scheduler),
+    )
 
 
 def cpu_cores(previous: Sample | None, current: Sample) -> float | None:
@@ -105,6 +120,15 @@ def cpu_cores(previous: Sample | None, current: Sample) -> float | None:
     if elapsed <= 0:
         return None
     return max(0, current.cpu_ns - previous.cpu_ns) / 1e9 / elapsed
+
+
+def _psi(read: Reader, directory: Path | None) -> float | None:
+    if directory is None:
+        return None
+    try:
+        return psi_averages(read(directory / "cpu.pressure"))[0]
+    except (OSError, ValueError):
+        return None
 
 
 def _stat(text: str) -> dict[str, int]:

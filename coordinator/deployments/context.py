@@ -28,6 +28,9 @@ class Context:
     # node -> the inventory a fresh state was made from, and that state (``fresh_state``);
     # given a standby's (``warm_nodes``), a takeover's first decision need make none.
     fresh: FreshStates = field(default_factory=dict)
+    # The nodes under CPU pressure now (``PressureBook.under``): new unbound containers
+    # go elsewhere while other nodes have room (``placement.pressure``).
+    pressured: Callable[[], frozenset[str]] = frozenset
     # ready_states' answer and the registry's version it was made at (shared by the
     # frozen copies of this context, which the deciding thread reads).
     _ready: list[tuple[int, list[tuple[str, NodeState | None]]]] = field(default_factory=list)

@@ -319,7 +319,15 @@ def _place_one_by_one(
                 {**shortage(need, free), "admitted_before_refusal": index},
             )
         try:
-            placement = place(views, resources, 1, "auto", spec.nodes_limit, beside)
+            placement = place(
+                views,
+                resources,
+                1,
+                "auto",
+                spec.nodes_limit,
+                beside,
+                pressured=draft.context.pressured(),
+            )
         except PlacementError as error:
             if not preempt:
                 refusal = refused_by_placement("capacity", error, "conflict")
@@ -488,7 +496,15 @@ def _placement(
 ) -> Placement:
     views = [state.view() for state in draft.candidates()]
     try:
-        return place(views, resources, spec.count, spec.strategy, spec.nodes_limit, existing)
+        return place(
+            views,
+            resources,
+            spec.count,
+            spec.strategy,
+            spec.nodes_limit,
+            existing,
+            pressured=draft.context.pressured(),
+        )
     except PlacementError as error:
         refusal = refused_by_placement("capacity", error, "conflict")
         refusal.details["capacities"] = Planner(views, resources).capacities()

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Self
 
+from coordinator.config import PressureSettings
 from coordinator.deployments import (
     lifecycle,
     node_admin,
@@ -61,6 +62,7 @@ from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import Quota
 from coordinator.services.events import EventLog, Note
 from coordinator.services.pool_service import PoolService
+from coordinator.services.pressure import PressureBook
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
 from coordinator.store import Store
@@ -69,7 +71,7 @@ from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
 from shared.inventory import Inventory
 from shared.logs import get_logger
-from shared.protocol import ContainerStatus, DesiredContainer, Status
+from shared.protocol import ContainerStatus, CpuPressure, DesiredContainer, Status
 
 log = get_logger("allot.coordinator.deployments")
 
@@ -96,10 +98,14 @@ class DeploymentService:
         books: Books | None = None,
         fresh: FreshStates | None = None,
         clock: Callable[[], float] = time.time,
+        pressure: PressureSettings | None = None,
     ) -> None:
         self.events = events
+        self.pressure = PressureBook(pressure or PressureSettings())
         self._books = Books() if books is None else books
-        self._context = Context(registry, quotas, pools, share_base, clock, fresh or {})
+        self._context = Context(
+            registry, quotas, pools, share_base, clock, fresh or {}, pressured=self.pressure.under
+        )
         quorum = store.quorum if isinstance(store, FencedStore) else None
         self._sequencer = Sequencer(
             store, self._books, self._context, events, settle=relabel, quorum=quorum
@@ -124,6 +130,7 @@ class DeploymentService:
         share_base: int,
         books: Books | None = None,
         fresh: FreshStates | None = None,
+        pressure: PressureSettings | None = None,
     ) -> Self:
         """The service over what ``store`` holds: O(what it holds), or O(the events kept)
         given ``books`` a standby kept current (``stored_books.WarmBooks``), and with
@@ -139,7 +146,15 @@ class DeploymentService:
             nodes=len(books.nodes),
         )
         return cls(
-            store, registry, quotas, events, pools, share_base=share_base, books=books, fresh=fresh
+            store,
+            registry,
+            quotas,
+            events,
+            pools,
+            share_base=share_base,
+            books=books,
+            fresh=fresh,
+            pressure=pressure,
         )
 
     # -- reads (the committed state) -----------------------------------------------------
@@ -404,6 +419,24 @@ class DeploymentService:
     async def record(self, notes: list[Note]) -> None:
         """Events of something that changes nothing else (drift an agent put back)."""
         await self._sequencer.record(notes)
+
+    async def report_pressure(self, node: str, reading: CpuPressure | None) -> None:
+        """The node's CPU pressure as its agent reports it (None: it can tell none, or
+        the node is gone); entering or leaving pressure is an event."""
+        notes = self.pressure.report(node, reading, now=self._context.clock())
+        if notes:
+            await self.record(notes)
+
+    def pool_nodes(self, pools: Iterable[str] | None) -> set[str]:
+        """The nodes the live containers of ``pools`` (None: of every pool) run on.
+        O(those containers)."""
+        books = self._books
+        return {
+            books.containers[cid].node
+            for pool in (books.pools() if pools is None else pools)
+            for cid in books.ids("pool", pool)
+            if cid in books.containers
+        }
 
     def observe(self, node: str, status: Status) -> None:
         """What the node's agent reports it holds; a swap it reports ended is committed,

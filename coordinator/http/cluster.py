@@ -5,8 +5,8 @@ GET /readyz             {"status": "ok", "role": "leader"} (no token; see coordi
                         or 503 {"status": "degraded", "role": "leader", "reason": ...} while
                         the SQLite store's writes fail (a full disk), until one succeeds
 GET /metrics            Prometheus text (no token)
-GET /v1/nodes           every node's record, and whether it is cordoned
-GET /v1/nodes/{name}    one node's record, and whether it is cordoned
+GET /v1/nodes           every node's record, whether it is cordoned, its CPU pressure
+GET /v1/nodes/{name}    one node's record, whether it is cordoned, its CPU pressure
 """
 
 from __future__ import annotations
@@ -33,9 +33,13 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def list_nodes(request: web.Request) -> web.Response:
-    cordoned = request.app[DEPLOYMENTS].cordoned()
-    records = request.app[REGISTRY].all()
-    return json_response({"nodes": [NodeView.of(r, cordoned=r.name in cordoned) for r in records]})
+    deployments = request.app[DEPLOYMENTS]
+    cordoned, pressure = deployments.cordoned(), deployments.pressure
+    views = [
+        NodeView.of(r, cordoned=r.name in cordoned, pressure=pressure.of(r.name))
+        for r in request.app[REGISTRY].all()
+    ]
+    return json_response({"nodes": views})
 
 
 async def get_node(request: web.Request) -> web.Response:
@@ -43,8 +47,11 @@ async def get_node(request: web.Request) -> web.Response:
     record = request.app[REGISTRY].get(name)
     if record is None:
         raise NotFound(f"no node named {name!r}", details={"node": name})
-    cordoned = name in request.app[DEPLOYMENTS].cordoned()
-    return json_response(NodeView.of(record, cordoned=cordoned))
+    deployments = request.app[DEPLOYMENTS]
+    cordoned = name in deployments.cordoned()
+    return json_response(
+        NodeView.of(record, cordoned=cordoned, pressure=deployments.pressure.of(name))
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -1,7 +1,8 @@
 """The pool API (pools spec sections 2, 6 and 8).
 
-    PUT/GET/DELETE /v1/pools/{name}   a pool's config; GET also shows its current share
-                                      and introspection (``<root>`` for the root)
+    PUT/GET/DELETE /v1/pools/{name}   a pool's config; GET also shows its current share,
+                                      introspection (``<root>`` for the root) and the CPU
+                                      pressure of the hosts its containers run on
     GET  /v1/pools                    every pool, and the alerts of the last update
     POST /v1/pools/simulate           {"total", "timeline", "config"?, "state"?, "substep"?}
                                       -> every step's shares and volumes; commits nothing
@@ -21,7 +22,7 @@ from aiohttp import web
 from coordinator.errors import ApiError, NotFound, Unprocessable
 from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import require_admin
-from coordinator.keys import POOLS
+from coordinator.keys import DEPLOYMENTS, POOLS
 from coordinator.pools import ROOT, PoolError, simulate
 from shared.codec import json_decoder
 
@@ -51,10 +52,13 @@ async def list_pools(request: web.Request) -> web.Response:
 
 async def get_pool(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    view = request.app[POOLS].view(name)
+    pools, deployments = request.app[POOLS], request.app[DEPLOYMENTS]
+    view = pools.view(name)
     if view is None:
         raise NotFound(f"no pool named {name!r}", details={"pool": name})
-    return json_response(view)
+    held = deployments.pool_nodes(None if name == ROOT else pools.subtree(name))
+    hosts = {node: deployments.pressure.of(node) for node in sorted(held)}
+    return json_response(msgspec.structs.replace(view, hosts=hosts))
 
 
 async def put_pool(request: web.Request) -> web.Response:

@@ -40,6 +40,14 @@ NODE: dict[str, Any] = {
     "registered_at": 1795267348.871,
     "state_since": 1795267348.871,
     "cordoned": False,
+    "pressure": {
+        "under": True,
+        "source": "psi",
+        "avg10": 72.5,
+        "avg60": 64.1,
+        "at": 1795267410.2,
+        "since": 1795267380.9,
+    },
 }
 
 ALLOCATION: dict[str, Any] = {
@@ -319,6 +327,10 @@ PRODUCTION_POOL: dict[str, Any] = {
         "usage_share": None,
         "fair_share": {"strong": 0.0, "integral": 0.1, "weight_proportional": 0.0, "total": 0.1},
     },
+}
+# GET /v1/pools/{name} adds the hosts of the pool's containers, with their CPU pressure.
+PRODUCTION_POOL_SHOWN: dict[str, Any] = PRODUCTION_POOL | {
+    "hosts": {"node-a": NODE["pressure"], "node-b": None}
 }
 POOL_LIST: dict[str, Any] = {"pools": [ROOT_POOL, PRODUCTION_POOL], "alerts": []}
 SIMULATION_REQUEST: dict[str, Any] = {

@@ -47,6 +47,7 @@ from coordinator.placement.engine import (
 )
 from coordinator.placement.errors import invalid_request
 from coordinator.placement.node import Node, Plan, Signature
+from coordinator.placement.pressure import prefer_calm
 from coordinator.placement.request import Normalized
 from coordinator.placement.strategies import Columns, distribute
 from shared.protocol import Limits
@@ -264,6 +265,7 @@ def place(
     existing: Mapping[str, int] | None = None,
     *,
     load: Mapping[str, tuple[float, float]] | None = None,
+    pressured: frozenset[str] = frozenset(),
 ) -> Placement:
     """Section 9: every node's capacity, the strategy's view of each node with count =
     ``existing.get(name, 0)`` (and usage, rate from ``load``; ``Planner.columns``),
@@ -272,12 +274,18 @@ def place(
 
     ``request``: a ``Request`` (cpu and memory stand for request and limit) or
     ``Normalized`` resources (for the Docker settings of distinct limits). All nodes share
-    one share_base. Postcondition: the ``Placement`` invariant, or ``PlacementError``
+    one share_base. Unbound containers under AUTO prefer the nodes not in ``pressured``
+    (those under CPU pressure: ``pressure.prefer_calm``). Postcondition: the
+    ``Placement`` invariant, or ``PlacementError``
     (the strategy's kinds, ``invalid_request``) and nothing is returned. Cost: see
     ``Planner``; the strategy's own cost (``distribute``) on top.
     """
     planner = Planner(nodes, request)
     capacities = planner.capacities()
-    deploy = distribute(strategy, planner.columns(existing, load), count, nodes_limit)
+    columns = planner.columns(existing, load)
+    if strategy == "auto" and pressured and not planner.resources.cpu_bind:
+        deploy = prefer_calm(columns, count, nodes_limit, pressured)
+    else:
+        deploy = distribute(strategy, columns, count, nodes_limit)
     plans = planner.plans(deploy)
     return Placement(capacities, deploy, plans, planner.resources, planner.shared_pools(deploy))

@@ -1,6 +1,6 @@
 """The decisions users ask "why?" about, kept as events: admitted, placed, refused,
-realloc'd, deleted, released, drift, restarted, failed, lost. Each has a reason and is
-logged.
+realloc'd, deleted, released, drift, restarted, failed, lost, and a node entering or
+leaving CPU pressure (pressure, relieved). Each has a reason and is logged.
 
     events = await EventLog.load(store, clock=time.time)
     staged = events.stage([Note("placed", "on node-a", container="team-a-web-1f2e")])

@@ -24,7 +24,7 @@ import msgspec
 from coordinator.config import PoolSettings
 from coordinator.pools import ROOT, PoolTree, Share
 from coordinator.store import Store, Txn
-from shared.api.nodes import NodeHealth, NodeRecord
+from shared.api.nodes import NodeHealth, NodePressure, NodeRecord
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
 
@@ -42,6 +42,9 @@ class PoolView(msgspec.Struct, frozen=True, kw_only=True):
     config: dict[str, Any]  # as written ({} for the root)
     share: dict[str, float] | None  # strong, integral, weight_proportional, total; None before
     introspection: dict[str, Any]
+    # GET /v1/pools/{name} only: the CPU pressure of each node the containers of the
+    # pool and of the pools below it run on (None: its agent has reported none).
+    hosts: dict[str, NodePressure | None] = {}
 
 
 class PoolService:
@@ -92,6 +95,17 @@ class PoolService:
 
     def names(self) -> list[str]:
         return sorted(self._pools)
+
+    def subtree(self, name: str) -> list[str]:
+        """``name`` and every pool below it, by name (every pool for the root). O(pools)."""
+        if name == ROOT:
+            return self.names()
+        below = [name]
+        for pool in below:  # grows as children are found
+            below += [
+                n for n, config in sorted(self._pools.items()) if config.get("parent") == pool
+            ]
+        return below
 
     def view(self, name: str) -> PoolView | None:
         if name != ROOT and name not in self._pools:

@@ -14,7 +14,8 @@ class Event(msgspec.Struct, frozen=True, kw_only=True):
     # When it happened: when decided, or for what an agent reports (drift, restarted,
     # failed) when the agent did it.
     at: float
-    # admitted, placed, refused, realloc, deleted, released, drift, restarted, failed, lost
+    # admitted, placed, refused, realloc, deleted, released, drift, restarted, failed, lost,
+    # pressure and relieved (a node entering and leaving CPU pressure)
     kind: str
     reason: str
     namespace: str = ""

@@ -27,15 +27,32 @@ class NodeRecord(msgspec.Struct, frozen=True, kw_only=True):
     state_since: float  # wall-clock seconds: last change of state
 
 
+class NodePressure(msgspec.Struct, frozen=True, kw_only=True):
+    """The node's CPU pressure as its agent last reported it (``shared.protocol``'s
+    ``CpuPressure``), and whether the coordinator holds it under pressure (the
+    ``[pressure]`` thresholds, with hysteresis) and since when."""
+
+    under: bool
+    source: str  # psi or throttling
+    avg10: float  # percent
+    avg60: float | None  # percent; None for throttling
+    at: float  # wall-clock seconds: when the reading came
+    since: float  # wall-clock seconds: when ``under`` last changed, or the first reading
+
+
 class NodeView(NodeRecord, frozen=True, kw_only=True):
-    """A node as the API shows it: its record, and whether an administrator cordoned it
-    (it takes no new containers; ``allotctl nodes`` shows ``ready,cordoned``)."""
+    """A node as the API shows it: its record, whether an administrator cordoned it (it
+    takes no new containers; ``allotctl nodes`` shows ``ready,cordoned``), and its CPU
+    pressure (None while its agent has reported none)."""
 
     cordoned: bool = False
+    pressure: NodePressure | None = None
 
     @classmethod
-    def of(cls, record: NodeRecord, *, cordoned: bool) -> NodeView:
-        return cls(**msgspec.structs.asdict(record), cordoned=cordoned)
+    def of(
+        cls, record: NodeRecord, *, cordoned: bool, pressure: NodePressure | None = None
+    ) -> NodeView:
+        return cls(**msgspec.structs.asdict(record), cordoned=cordoned, pressure=pressure)
 
 
 class NodeList(msgspec.Struct, frozen=True):

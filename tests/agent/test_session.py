@@ -164,6 +164,7 @@ async def test_desired_states_reach_the_runtime() -> None:
         "containers": [],
         "problems": [],
         "listed_after": 0,
+        "pressure": None,  # an idle runtime has read none yet
     }
     assert runtime.desired_revision == 7
     assert coordinator.hellos[0]["acknowledges"] is True

@@ -301,6 +301,8 @@ def test_a_containers_details_show_what_its_agent_reported() -> None:
         exit_code=137,
         error="exited with code 137 (try 3 in a row; the next 4s after it)",
         drift=["cpu_shares 2 -> 512"],
+        cpu_usage=0.25,
+        cpu_pressure=12.5,
         attempt=Attempt(
             outcome="restarted",
             reason="started again: exited with code 137 (2 tries in a row)",
@@ -329,6 +331,8 @@ def test_a_containers_details_show_what_its_agent_reported() -> None:
         " (2 tries in a row)",
         "engine holds    cpuset 2, shares 512, quota none, memory limit 64Mi, with swap 64Mi,"
         " reserved 32Mi",
+        "uses            cpu 0.25 cores, memory -",
+        "cpu pressure    12.5%",
         "revision        7",
         "drift           cpu_shares 2 -> 512",
         "AT                    EVENT   DETAIL",

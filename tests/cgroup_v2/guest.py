@@ -39,6 +39,7 @@ CGROUP_FILES = (
     "cpu.weight",
     "cpu.max",
     "cpu.stat",
+    "cpu.pressure",
     "memory.max",
     "memory.low",
     "memory.swap.max",

@@ -204,6 +204,72 @@ def test_usage_is_measured_from_cpu_stat_and_memory_current(
     assert observed["memory_usage"] <= int(files["memory.max"])
 
 
+# Three busy loops on the guest's two CPUs, outside any container: one task at least
+# always waits for a CPU, so the guest's PSI "some" goes towards 100%. Each is stopped by
+# its pid (kept in BURNERS), and by `timeout` should the test end before it.
+BURNERS = "/run/allot-test-burners"
+BURN = (
+    f"rm -f {BURNERS}; for i in 1 2 3; do setsid timeout 600 sh -c 'while :; do :; done'"
+    f" </dev/null >/dev/null 2>&1 & echo $! >> {BURNERS}; done"
+)
+
+
+def node_pressure(url: str) -> dict[str, Any] | None:
+    pressure: dict[str, Any] | None = api(url, f"/v1/nodes/{NODE}")["pressure"]
+    return pressure
+
+
+def pressure_events(url: str) -> list[str]:
+    events = api(url, f"/v1/events?node={NODE}")["events"]
+    return [e["kind"] for e in events if e["kind"] in ("pressure", "relieved")]
+
+
+def test_a_containers_own_cpu_pressure_is_reported(cluster: Cluster, deployed: Deploy) -> None:
+    busy = deployed("throttled", command=BUSY, resources={"cpu": "0.5", "memory": "32Mi"})
+    observed = until(
+        lambda: view_of(cluster.url, busy)["observed"],
+        lambda seen: seen.get("cpu_pressure") is not None,
+        what="the container's own cpu.pressure reported",
+    )
+    assert 0 <= observed["cpu_pressure"] <= 100
+    assert cluster.guest.cgroup_files(busy)["cpu.pressure"].startswith("some avg10=")
+
+
+def test_cpu_burners_in_the_guest_put_its_node_under_psi_pressure_and_back(
+    cluster: Cluster,
+) -> None:
+    # The earlier tests' containers gone: a throttled busy loop alone keeps the guest's
+    # PSI near 45 % (its task waits while throttled), above the threshold to leave.
+    until(lambda: cluster.guest.started(), lambda found: not found, what="no containers")
+    until(
+        lambda: node_pressure(cluster.url),
+        lambda seen: bool(seen and not seen["under"]),
+        what="the node not under pressure",
+    )
+    before = len(pressure_events(cluster.url))
+    try:
+        cluster.guest.sh(BURN)
+        pressure = until(
+            lambda: node_pressure(cluster.url),
+            lambda seen: bool(seen and seen["under"]),
+            what="the node under pressure",
+        )
+        assert pressure is not None
+        assert pressure["source"] == "psi"  # the guest's real /proc/pressure/cpu
+        assert pressure["avg10"] >= 60.0  # the default threshold to enter
+        assert pressure_events(cluster.url)[before:] == ["pressure"]
+    finally:
+        cluster.guest.sh(f"kill $(cat {BURNERS})", check=False)
+    relieved = until(
+        lambda: node_pressure(cluster.url),
+        lambda seen: bool(seen and not seen["under"]),
+        what="the node relieved",
+    )
+    assert relieved is not None
+    assert relieved["avg10"] <= 30.0
+    assert pressure_events(cluster.url)[before:] == ["pressure", "relieved"]
+
+
 def test_drift_is_put_back_in_the_v2_files(cluster: Cluster, deployed: Deploy) -> None:
     drifting = deployed("drifting", resources={"cpu": "0.5", "memory": "32Mi"}, cpu_bind=True)
     before = cluster.guest.cgroup_files(drifting)

@@ -64,3 +64,30 @@ def test_pools_are_listed_shown_and_simulated_into_a_png(
     assert data[:8] == PNG_SIGNATURE
     width, height = struct.unpack(">II", data[16:24])  # the IHDR chunk comes first
     assert (data[12:16], width > 0, height > 0) == (b"IHDR", True, True)
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_the_guides_tree_applies_and_its_day_simulates_as_the_guide_shows(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    """docs/pools.md's files, through allotctl as the guide runs them."""
+    coordinator = Service.coordinator(tmp_path).start()
+    services.append(coordinator)
+    url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
+    applied = allotctl(url, "apply", "-f", str(DOCS / "pools" / "tree.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines() == [
+        f"Pool {name} created"
+        for name in ("prod", "web", "jobs", "research", "nightly", "analytics")
+    ]
+    again = allotctl(url, "pool", "set", "nightly", "--file", str(DOCS / "pools" / "nightly.json"))
+    assert again.returncode == 0, again.stderr
+    simulated = allotctl(url, "pools", "simulate", str(DOCS / "pools" / "day.json"))
+    assert simulated.returncode == 0, simulated.stderr
+    assert simulated.stdout.splitlines()[0] == "216 updates over 129600 s"
+    rows = {line.split()[0]: line.split() for line in simulated.stdout.splitlines()[3:]}
+    assert rows["production"][1:] == ["burst", "1", "0", "2.16e+04", "s"]
+    assert rows["research"][1:] == ["relaxed", "1", "1", "600", "s"]
+    assert (DOCS / "pools-simulate.png").read_bytes()[:8] == PNG_SIGNATURE

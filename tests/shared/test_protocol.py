@@ -336,6 +336,7 @@ def test_our_frame_read_by_plain_msgpack() -> None:
         "cpu_usage": None,
         "memory_usage": None,
         "attempt": None,
+        "cpu_pressure": None,
         "limits": {
             "cpuset_cpus": "",
             "cpuset_mems": "",

@@ -1,0 +1,102 @@
+"""A real agent under CPU pressure: it reads the PSI file its setting names (here a file
+in the kernel's format that the test writes, as a faithful fake of a loaded host), reports
+it, and the coordinator shows the node under pressure and records the event; then the
+same for the pressure going away. Where the kernel has PSI, the default setting reads the
+host's real /proc/pressure/cpu."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.processes import Service, allotctl, api, nodes_json, wait_for_node_state
+
+pytestmark = pytest.mark.e2e
+NODE = "e2e-node"
+
+
+def psi_text(avg10: float) -> str:
+    return (
+        f"some avg10={avg10:.2f} avg60={avg10 / 2:.2f} avg300=1.00 total=123456789\n"
+        "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+    )
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        time.sleep(0.1)
+    return found
+
+
+def start(tmp_path: Path, services: list[Service], *agent_args: str) -> tuple[Service, str]:
+    coordinator = Service.coordinator(tmp_path).start()
+    services.append(coordinator)
+    url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
+    agent = Service.agent(tmp_path, url, NODE, args=("--resync-seconds=0.3", *agent_args))
+    services.append(agent.start())
+    wait_for_node_state(url, NODE, "ready")
+    return coordinator, url
+
+
+def pressure_events(url: str) -> list[tuple[str, str]]:
+    events = api(url, f"/v1/events?node={NODE}")["events"]
+    return [(e["kind"], e["reason"]) for e in events if e["kind"] in ("pressure", "relieved")]
+
+
+def test_an_agent_reading_a_loaded_psi_file_puts_its_node_under_pressure(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    psi = tmp_path / "cpu-pressure"
+    psi.write_text(psi_text(5.0))
+    coordinator, url = start(tmp_path, services, f"--cpu-pressure-file={psi}")
+    until(lambda: (nodes_json(url)[NODE]["pressure"] or {}).get("avg10") == 5.0, "a calm reading")
+
+    psi.write_text(psi_text(85.0))  # the default thresholds: enter at 60%, leave at 30%
+    pressure = until(
+        lambda: (p := nodes_json(url)[NODE]["pressure"]) and p["under"] and p, "under pressure"
+    )
+    assert pressure | {"at": 0, "since": 0} == {
+        "under": True,
+        "source": "psi",
+        "avg10": 85.0,
+        "avg60": 42.5,
+        "at": 0,
+        "since": 0,
+    }
+    table = allotctl(url, "nodes")
+    assert table.returncode == 0, table.stderr
+    header, row = (line.split() for line in table.stdout.splitlines())
+    assert row[header.index("PRESSURE")] == "85%,under"
+    details = allotctl(url, "node", NODE)
+    assert "cpu pressure  under pressure for" in details.stdout, details.stdout
+    assert "85.0% (PSI some avg10; 42.5% over 60 s)" in details.stdout
+    assert until(lambda: pressure_events(url), "the pressure event") == [
+        ("pressure", "cpu pressure 85% (PSI some avg10) >= 60%")
+    ]
+    coordinator.wait_for(r"INFO event pressure node=e2e-node reason=")
+
+    psi.write_text(psi_text(12.0))
+    until(lambda: len(pressure_events(url)) == 2, "the relieved event")
+    assert pressure_events(url)[-1] == ("relieved", "cpu pressure 12% (PSI some avg10) <= 30%")
+    assert nodes_json(url)[NODE]["pressure"]["under"] is False
+    events = allotctl(url, "events", "--kind", "relieved")
+    assert events.returncode == 0, events.stderr
+    assert "cpu pressure 12% (PSI some avg10) <= 30%" in events.stdout
+
+
+@pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="this kernel has no PSI")
+def test_by_default_an_agent_reads_the_hosts_own_psi(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    _, url = start(tmp_path, services)
+    pressure = until(lambda: nodes_json(url)[NODE]["pressure"], "a reading of the host's PSI")
+    assert pressure["source"] == "psi"
+    assert 0 <= pressure["avg10"] <= 100
+    assert pressure["avg60"] is not None
