@@ -12,6 +12,9 @@ allot_container_memory_usage_bytes{...}                 what running containers 
                                                         deployment ({namespace,deployment})
                                                         with metrics_container_series =
                                                         "deployment"
+
+Running, failed and the usage come from the agents' reports, which only the leader gets:
+a standby (``agents_report=False``) leaves them out rather than show zeros.
 """
 
 from __future__ import annotations
@@ -31,9 +34,12 @@ REPORTED_STATES = ("running", "failed")
 
 
 class DeploymentCollector(Collector):
-    def __init__(self, fleet: Fleet, *, series_per: SeriesPer = "container") -> None:
+    def __init__(
+        self, fleet: Fleet, *, series_per: SeriesPer = "container", agents_report: bool = True
+    ) -> None:
         self._fleet = fleet
         self._series_per = series_per
+        self._agents_report = agents_report
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         books = self._fleet.books
@@ -54,9 +60,10 @@ class DeploymentCollector(Collector):
             placed, pending = books.counts(key)
             containers.add_metric([namespace, name, "placed"], placed)
             containers.add_metric([namespace, name, "pending"], pending)
-            states = books.tally.states(key)
-            for state in REPORTED_STATES:
-                containers.add_metric([namespace, name, state], states.get(state, 0))
+            if self._agents_report:
+                states = books.tally.states(key)
+                for state in REPORTED_STATES:
+                    containers.add_metric([namespace, name, state], states.get(state, 0))
         yield desired
         yield containers
         yield GaugeMetricFamily(
@@ -64,6 +71,8 @@ class DeploymentCollector(Collector):
             "Containers counted by their deployments and not placed.",
             value=len(books.pending),
         )
+        if not self._agents_report:
+            return
         if self._series_per == "deployment":
             yield from _usage_per_deployment(books)
         else:
