@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 # Run as a script, Python puts bench/ first on the path; the repository root goes there.
@@ -52,6 +52,7 @@ from coordinator.deployments.records import PendingRecord  # noqa: E402
 from coordinator.metrics import Metrics  # noqa: E402
 from coordinator.metrics_deployments import DeploymentCollector  # noqa: E402
 from coordinator.metrics_nodes import NodeCollector  # noqa: E402
+from coordinator.metrics_usage import ContainerUsage  # noqa: E402
 from coordinator.placement import Allocation, NodeState, Normalized, Plan  # noqa: E402
 from coordinator.services.plan_nodes import usable_node  # noqa: E402
 from shared.api.containers import ContainerRecord  # noqa: E402
@@ -238,11 +239,19 @@ class NaiveCollector(Collector):
         yield from (usage_cpu, usage_memory)
 
 
-def metrics_of(*collectors: Collector) -> Metrics:
+def metrics_of(collectors: Sequence[Collector], usage: ContainerUsage | None = None) -> Metrics:
     metrics = Metrics()
     for collector in collectors:
         metrics.follow(collector)
+    if usage is not None:
+        metrics.write(usage)
     return metrics
+
+
+def taken(collectors: Sequence[Collector], usage: ContainerUsage | None = None) -> object:
+    """Every family's figures, as a scrape takes them before printing."""
+    families = [list(collector.collect()) for collector in collectors]
+    return families, None if usage is None else list(usage.exposition())
 
 
 def samples(text: bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -255,10 +264,11 @@ def samples(text: bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     return found
 
 
-def measure(name: str, collectors: Sequence[Collector], runs: int) -> tuple[bytes, float]:
-    """Render the exposition ``runs`` times, and take the collectors' figures alone as
-    often; print both; the last text and the figures' p50."""
-    metrics = metrics_of(*collectors)
+def measure(
+    name: str, metrics: Metrics, figures_alone: Callable[[], object], runs: int
+) -> tuple[bytes, float]:
+    """Render the exposition ``runs`` times, and take the figures alone (before they are
+    written as text) as often; print both; the last text and the figures' p50."""
     renders, figures = [], []
     text = b""
     for _ in range(runs):
@@ -268,8 +278,7 @@ def measure(name: str, collectors: Sequence[Collector], runs: int) -> tuple[byte
         renders.append(time.perf_counter() - started)
         gc.collect()
         started = time.perf_counter()
-        for collector in collectors:
-            list(collector.collect())
+        figures_alone()
         figures.append(time.perf_counter() - started)
     series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
     print(
@@ -299,16 +308,26 @@ def main() -> None:
         f" {time.perf_counter() - started:.1f} s; {args.runs} scrapes each:",
         flush=True,
     )
-    nodes = NodeCollector(fleet)
-    measure("container", [nodes, DeploymentCollector(fleet)], args.runs)
-    per_deployment = DeploymentCollector(fleet, series_per="deployment")
-    fast_text, fast = measure("deployment", [nodes, per_deployment], args.runs)
-    naive_text, naive = measure("naive", [NaiveCollector(fleet)], args.runs)
+    collectors = [NodeCollector(fleet), DeploymentCollector(fleet)]
+    per_container = ContainerUsage(fleet, series_per="container")
+    measure(
+        "container",
+        metrics_of(collectors, per_container),
+        lambda: taken(collectors, per_container),
+        args.runs,
+    )
+    per_deployment = ContainerUsage(fleet, series_per="deployment")
+    fast_text, fast = measure(
+        "deployment",
+        metrics_of(collectors, per_deployment),
+        lambda: taken(collectors, per_deployment),
+        args.runs,
+    )
+    naive = [NaiveCollector(fleet)]
+    naive_text, slow = measure("naive", metrics_of(naive), lambda: taken(naive), args.runs)
     if samples(fast_text) != samples(naive_text):
         raise SystemExit("the collectors and the naive reference disagree")
-    print(
-        f"  the naive walk's figures take {naive / fast:.1f}x the collectors' (p50); same samples"
-    )
+    print(f"  the naive walk's figures take {slow / fast:.1f}x the collectors' (p50); same samples")
 
 
 if __name__ == "__main__":
