@@ -50,6 +50,7 @@ from coordinator.deployments.records import (
 )
 from coordinator.deployments.sequencer import Sequencer
 from coordinator.deployments.stored_books import read_books
+from coordinator.deployments.timings import NO_TIMINGS, Timings
 from coordinator.deployments.translate import (
     desired_container,
     pending_container,
@@ -99,6 +100,7 @@ class DeploymentService:
         fresh: FreshStates | None = None,
         clock: Callable[[], float] = time.time,
         pressure: PressureSettings | None = None,
+        timings: Timings = NO_TIMINGS,
     ) -> None:
         self.events = events
         self.pressure = PressureBook(pressure or PressureSettings())
@@ -106,9 +108,16 @@ class DeploymentService:
         self._context = Context(
             registry, quotas, pools, share_base, clock, fresh or {}, pressured=self.pressure.under
         )
+        self._timings = timings
         quorum = store.quorum if isinstance(store, FencedStore) else None
         self._sequencer = Sequencer(
-            store, self._books, self._context, events, settle=relabel, quorum=quorum
+            store,
+            self._books,
+            self._context,
+            events,
+            settle=relabel,
+            quorum=quorum,
+            timings=timings,
         )
         self._followed: dict[str, tuple[float, int]] = {}  # pool -> share, pool_version
         self._ending: set[str] = set()  # swaps whose end is being committed
@@ -131,6 +140,7 @@ class DeploymentService:
         books: Books | None = None,
         fresh: FreshStates | None = None,
         pressure: PressureSettings | None = None,
+        timings: Timings = NO_TIMINGS,
     ) -> Self:
         """The service over what ``store`` holds: O(what it holds), or O(the events kept)
         given ``books`` a standby kept current (``stored_books.WarmBooks``), and with
@@ -155,9 +165,19 @@ class DeploymentService:
             books=books,
             fresh=fresh,
             pressure=pressure,
+            timings=timings,
         )
 
     # -- reads (the committed state) -----------------------------------------------------
+
+    @property
+    def books(self) -> Books:
+        """The committed state and its indexes, to read (the metrics do)."""
+        return self._books
+
+    def fresh_state(self, node: str) -> NodeState:
+        """The node's allocation state holding nothing (``Context.fresh_state``)."""
+        return self._context.fresh_state(node)
 
     def subscribe(self, publisher: Callable[[set[str]], None]) -> None:
         """``publisher(nodes)`` is called (not awaited) after every commit that changed
@@ -364,12 +384,14 @@ class DeploymentService:
                 continue
             seen, last = registry.version, self._context.clock()
             self._scheduling = True
+            started = time.perf_counter()
             try:
                 await self.schedule()
             except Exception as error:  # the next pass tries again
                 log.warning("scheduler pass failed", error=error)
             finally:
                 self._scheduling = False
+                self._timings.scheduled(time.perf_counter() - started)
 
     def _after_commit(self, batch: Decision) -> None:
         registry = self._context.registry
