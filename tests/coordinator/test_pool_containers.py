@@ -1,5 +1,5 @@
 """Pools on containers: a pool's demand comes from its containers, and its unbound
-containers share the pool's fair share of the cluster's cores as their CFS quota."""
+containers' CPU weights follow the pool's fair share of the cluster's cores."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ async def oversell(coordinator: Coordinator, node: str, ratio: str) -> None:
     await call(coordinator, "PATCH", path, {"mode": "delta", "cpu_overcommit": ratio})
 
 
-async def test_two_equal_pools_split_the_cores_and_their_containers_quotas_follow(
+async def test_two_equal_pools_split_the_cores_and_their_containers_weights_follow(
     fast_pools: Coordinator,
 ) -> None:
     ws = await register(fast_pools, "node-a")  # 2 cores
@@ -69,30 +69,34 @@ async def test_two_equal_pools_split_the_cores_and_their_containers_quotas_follo
     for team in ("team-a", "team-b"):
         await call(fast_pools, "PUT", f"/v1/pools/{team}", {"weight": 1.0})
         await call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch"))
-    quotas: list[int] = []
+    limits: list[tuple[int, int]] = []
 
     async def refresh() -> None:
         views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
-        quotas[:] = [view["record"]["limits"]["cpu_quota"] for view in views]
+        limits[:] = [
+            (view["record"]["limits"]["cpu_shares"], view["record"]["limits"]["cpu_quota"])
+            for view in views
+        ]
 
     for _ in range(100):
         await refresh()
-        if quotas == [50_000] * 4:
+        if limits == [(512, 100_000)] * 4:
             break
         await asyncio.sleep(0.05)
-    # each pool's share is one of the two cores, split between its two containers
-    assert quotas == [50_000] * 4
+    # each pool's share is one of the two cores, split between its two containers as
+    # weights (half a core's each); the quota stays each container's own limit
+    assert limits == [(512, 100_000)] * 4
     shown = await call(fast_pools, "GET", "/v1/pools/team-a")
     assert shown["share"]["total"] == pytest.approx(0.5)
     while (frame := await receive_frame(ws))["type"] != "desired" or any(
-        c["limits"]["cpu_quota"] != 50_000 for c in frame["containers"]
+        c["limits"]["cpu_shares"] != 512 for c in frame["containers"]
     ):
         pass
     record = (await call(fast_pools, "GET", "/v1/containers"))["containers"][0]["record"]
     assert record["history"][-1] == {
         "at": record["history"][-1]["at"],
         "event": "pool share",
-        "detail": "cpu_quota 100000 -> 50000",
+        "detail": "cpu_shares 1024 -> 512",
     }
     await ws.close()
 
@@ -134,7 +138,7 @@ async def test_a_node_whose_containers_changed_without_its_allocation_takes_new_
         await call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch"))
     for _ in range(100):
         views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
-        if all(view["record"]["limits"]["cpu_quota"] == 50_000 for view in views):
+        if all(view["record"]["limits"]["cpu_shares"] == 512 for view in views):
             break
         await asyncio.sleep(0.05)
     more = unbound("more") | {"count": 1, "resources": {"cpu": "0.1", "memory": "16Mi"}}

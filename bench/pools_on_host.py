@@ -1,0 +1,196 @@
+"""Pools on one real host: how the CPU of CPU burners splits between two pools.
+
+    .venv/bin/python bench/pools_on_host.py [--window 10]
+
+A real coordinator and agent of this host (both CPUs offered, node ``cpu_overcommit`` 2)
+run burners (``sh -c 'while :; do :; done'`` in allot/busybox:test), each requesting 1 CPU,
+in two pools of equal weight: 3 in ``pa`` and 1 in ``pb``. Each pool's CPU is measured from
+its containers' cgroups (CPU time over a window of ``--window`` seconds) in three cases:
+
+- ``both``: every burner burns; the tree says 1.0 and 1.0 core;
+- ``idle pb``: ``pb``'s burner is stopped (SIGSTOP; its container stays, so its pool keeps
+  its demand and its fair share), and ``pa`` may take what ``pb`` leaves idle;
+- ``strong pa``: ``pa`` holds a strong guarantee of 1.5 cores (every burner burns).
+
+It prints, per case and pool, the tree's fair share beside the cores measured and the
+pool's fraction of what all burners got. The machine is shared, so the absolute cores
+depend on what else runs; the fractions are what the pools' weights decide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+if str(REPOSITORY) not in sys.path:  # run as a script: the repository's modules
+    sys.path.insert(0, str(REPOSITORY))
+
+import docker  # noqa: E402
+
+from agent.runtime.usage import sample  # noqa: E402
+from tests.docker.clusters import running_cluster, wait_until_running  # noqa: E402
+from tests.e2e.processes import api  # noqa: E402
+
+IMAGE = "allot/busybox:test"
+BURN = ["sh", "-c", "while :; do :; done"]
+BURNERS = {"pa": 3, "pb": 1}
+STRONG_CORES = 1.5
+SETTLE_SECONDS = 3.0  # a few pool updates (1 s each) for the weights to reach the host
+
+# Container id -> CPU seconds its cgroup has used so far.
+CpuClock = Callable[[list[str]], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Split:
+    """One case's figures per pool: fair cores (the tree's), cores measured, and the
+    pool's fraction of the CPU all burners got together."""
+
+    case: str
+    fair: dict[str, float]
+    cores: dict[str, float]
+
+    def fraction(self, pool: str) -> float:
+        total = sum(self.cores.values())
+        return self.cores[pool] / total if total else 0.0
+
+    def fair_fraction(self, pool: str) -> float:
+        return self.fair[pool] / sum(self.fair.values())
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.case:10} {pool}: fair {self.fair[pool]:.2f} core,"
+            f" measured {self.cores[pool]:.2f} core,"
+            f" {self.fraction(pool):.0%} of the burners' CPU (fair {self.fair_fraction(pool):.0%})"
+            for pool in sorted(self.cores)
+        ]
+
+
+def set_up(url: str, node: str, *, strong_cores: float = 0.0) -> dict[str, list[str]]:
+    """Overcommit 2 on ``node``, pools ``pa`` and ``pb`` of equal weight, the burners
+    deployed (namespace = pool); pool -> its containers' ids."""
+    api(url, f"/v1/nodes/{node}/capacity", {"mode": "delta", "cpu_overcommit": "2"}, "PATCH")
+    set_strong(url, strong_cores)
+    api(url, "/v1/pools/pb", {}, method="PUT")
+    ids: dict[str, list[str]] = {}
+    for pool, count in BURNERS.items():
+        body = {
+            "name": "burn",
+            "image": IMAGE,
+            "command": BURN,
+            "count": count,
+            "resources": {"cpu": "1", "memory": "16Mi"},
+        }
+        answer = api(url, f"/v1/namespaces/{pool}/deployments", body)
+        ids[pool] = [view["record"]["id"] for view in answer["containers"]]
+    return ids
+
+
+def set_strong(url: str, cores: float) -> None:
+    """``pa``'s strong guarantee: ``cores`` CPUs (none for 0)."""
+    pool = {"strong_guarantee_resources": {"cpu": cores}} if cores else {}
+    api(url, "/v1/pools/pa", pool, method="PUT")
+
+
+def fair_cores(url: str, pools: list[str]) -> dict[str, float]:
+    """Each pool's fair share in cores, as the last pool update computed it: its share
+    of the ready nodes' CPUs."""
+    total = sum(len(node["inventory"]["cpus"]) for node in api(url, "/v1/nodes")["nodes"])
+    return {pool: api(url, f"/v1/pools/{pool}")["share"]["total"] * total for pool in pools}
+
+
+def measure(clock: CpuClock, pools: Mapping[str, list[str]], seconds: float) -> dict[str, float]:
+    """Each pool's cores over ``seconds``: the CPU time its containers used, per second."""
+    every = [cid for ids in pools.values() for cid in ids]
+    first, began = clock(every), time.monotonic()
+    time.sleep(seconds)
+    last, elapsed = clock(every), time.monotonic() - began
+    return {
+        pool: sum(last[cid] - first[cid] for cid in ids) / elapsed for pool, ids in pools.items()
+    }
+
+
+def host_clock(client: docker.DockerClient) -> CpuClock:
+    """CPU seconds from the cgroups of this host's containers (v1 ``cpuacct.usage``, v2
+    ``cpu.stat``), found by their ``allot.id`` label."""
+    pids: dict[str, int] = {}
+
+    def clock(ids: list[str]) -> dict[str, float]:
+        for cid in ids:
+            if cid not in pids:
+                (found,) = client.containers.list(filters={"label": f"allot.id={cid}"})
+                pids[cid] = int(found.attrs["State"]["Pid"])
+        used = {cid: sample(pids[cid], at=time.monotonic()).cpu_ns for cid in ids}
+        missing = [cid for cid, ns in used.items() if ns is None]
+        if missing:
+            raise LookupError(f"no CPU time for containers {missing}")
+        return {cid: (ns or 0) / 1e9 for cid, ns in used.items()}
+
+    return clock
+
+
+def host_pid(client: docker.DockerClient, container_id: str) -> int:
+    (found,) = client.containers.list(filters={"label": f"allot.id={container_id}"})
+    return int(found.attrs["State"]["Pid"])
+
+
+def run_cases(
+    url: str,
+    ids: dict[str, list[str]],
+    clock: CpuClock,
+    *,
+    window: float,
+    pause: Callable[[str, bool], None],
+) -> list[Split]:
+    """The three cases, in order; ``pause(container_id, stopped)`` stops or resumes one
+    container's burner."""
+    pools = sorted(ids)
+    splits = []
+    time.sleep(SETTLE_SECONDS)
+    splits.append(Split("both", fair_cores(url, pools), measure(clock, ids, window)))
+    (idle,) = ids["pb"]
+    pause(idle, True)
+    try:
+        time.sleep(SETTLE_SECONDS)
+        splits.append(Split("idle pb", fair_cores(url, pools), measure(clock, ids, window)))
+    finally:
+        pause(idle, False)
+    set_strong(url, STRONG_CORES)
+    time.sleep(SETTLE_SECONDS)
+    splits.append(Split("strong pa", fair_cores(url, pools), measure(clock, ids, window)))
+    return splits
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=float, default=10.0, help="seconds per measurement")
+    args = parser.parse_args()
+    client = docker.from_env()
+
+    def pause(container_id: str, stopped: bool) -> None:
+        os.kill(host_pid(client, container_id), signal.SIGSTOP if stopped else signal.SIGCONT)
+
+    with (
+        tempfile.TemporaryDirectory(prefix="allot-pools-bench-") as workdir,
+        running_cluster(
+            Path(workdir), client, nodes=1, cpus_each=len(os.sched_getaffinity(0))
+        ) as cluster,
+    ):
+        ids = set_up(cluster.url, cluster.nodes[0])
+        wait_until_running(cluster.url, sum(BURNERS.values()))
+        splits = run_cases(cluster.url, ids, host_clock(client), window=args.window, pause=pause)
+    print(f"load average before the end: {os.getloadavg()[0]:.2f} (2 CPUs, shared)")
+    for split in splits:
+        print("\n".join(split.lines()))
+
+
+if __name__ == "__main__":
+    main()
