@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 if str(REPOSITORY) not in sys.path:  # run as a script: the repository's modules
@@ -36,6 +37,7 @@ if str(REPOSITORY) not in sys.path:  # run as a script: the repository's modules
 import docker  # noqa: E402
 
 from agent.runtime.usage import sample  # noqa: E402
+from shared.cpuset import CpuSet  # noqa: E402
 from tests.docker.clusters import running_cluster, wait_until_running  # noqa: E402
 from tests.e2e.processes import api  # noqa: E402
 
@@ -43,7 +45,7 @@ IMAGE = "allot/busybox:test"
 BURN = ["sh", "-c", "while :; do :; done"]
 BURNERS = {"pa": 3, "pb": 1}
 STRONG_CORES = 1.5
-SETTLE_SECONDS = 3.0  # a few pool updates (1 s each) for the weights to reach the host
+SETTLE_SECONDS = 60.0  # at most, for the weights to reach the containers (a loaded host)
 
 # Container id -> CPU seconds its cgroup has used so far.
 CpuClock = Callable[[list[str]], dict[str, float]]
@@ -74,11 +76,12 @@ class Split:
         ]
 
 
-def set_up(url: str, node: str, *, strong_cores: float = 0.0) -> dict[str, list[str]]:
+def set_up(url: str, node: str, *, request: str = "1") -> dict[str, list[str]]:
     """Overcommit 2 on ``node``, pools ``pa`` and ``pb`` of equal weight, the burners
-    deployed (namespace = pool); pool -> its containers' ids."""
+    deployed (namespace = pool), each requesting ``request`` CPUs; pool -> its
+    containers' ids."""
     api(url, f"/v1/nodes/{node}/capacity", {"mode": "delta", "cpu_overcommit": "2"}, "PATCH")
-    set_strong(url, strong_cores)
+    set_strong(url, 0.0)
     api(url, "/v1/pools/pb", {}, method="PUT")
     ids: dict[str, list[str]] = {}
     for pool, count in BURNERS.items():
@@ -87,7 +90,7 @@ def set_up(url: str, node: str, *, strong_cores: float = 0.0) -> dict[str, list[
             "image": IMAGE,
             "command": BURN,
             "count": count,
-            "resources": {"cpu": "1", "memory": "16Mi"},
+            "resources": {"cpu": request, "memory": "16Mi"},
         }
         answer = api(url, f"/v1/namespaces/{pool}/deployments", body)
         ids[pool] = [view["record"]["id"] for view in answer["containers"]]
@@ -103,8 +106,43 @@ def set_strong(url: str, cores: float) -> None:
 def fair_cores(url: str, pools: list[str]) -> dict[str, float]:
     """Each pool's fair share in cores, as the last pool update computed it: its share
     of the ready nodes' CPUs."""
-    total = sum(len(node["inventory"]["cpus"]) for node in api(url, "/v1/nodes")["nodes"])
+    total = sum(len(offered(node["inventory"])) for node in api(url, "/v1/nodes")["nodes"])
     return {pool: api(url, f"/v1/pools/{pool}")["share"]["total"] * total for pool in pools}
+
+
+def wait_for_weights(url: str, ids: Mapping[str, list[str]]) -> None:
+    """Until every burner's Docker weight is its part of its pool's fair share (1024 per
+    core, within 5 % and one unit) as its agent reports it."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        fair = fair_cores(url, sorted(ids))
+        seen = {
+            pool: [api(url, f"/v1/containers/{cid}").get("observed") or {} for cid in members]
+            for pool, members in ids.items()
+        }
+        off = {
+            pool: [(view.get("limits") or {}).get("cpu_shares") for view in views]
+            for pool, views in seen.items()
+            if not all(_near(view, 1024 * fair[pool] / len(views)) for view in views)
+        }
+        if not off:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"weights never followed the fair shares {fair}: {off}")
+        time.sleep(0.5)
+
+
+def _near(observed: Mapping[str, Any], shares: float) -> bool:
+    held = (observed.get("limits") or {}).get("cpu_shares")
+    return isinstance(held, int) and abs(held - shares) <= 0.05 * shares + 1
+
+
+def offered(inventory: Mapping[str, Any]) -> CpuSet:
+    """The CPUs a node offers (``Inventory.offered``), from its JSON."""
+    online, isolated, reserved = (
+        CpuSet.parse(inventory[name]) for name in ("online", "isolated", "reserved")
+    )
+    return online - isolated - reserved
 
 
 def measure(clock: CpuClock, pools: Mapping[str, list[str]], seconds: float) -> dict[str, float]:
@@ -154,17 +192,16 @@ def run_cases(
     container's burner."""
     pools = sorted(ids)
     splits = []
-    time.sleep(SETTLE_SECONDS)
+    wait_for_weights(url, ids)
     splits.append(Split("both", fair_cores(url, pools), measure(clock, ids, window)))
     (idle,) = ids["pb"]
     pause(idle, True)
     try:
-        time.sleep(SETTLE_SECONDS)
         splits.append(Split("idle pb", fair_cores(url, pools), measure(clock, ids, window)))
     finally:
         pause(idle, False)
     set_strong(url, STRONG_CORES)
-    time.sleep(SETTLE_SECONDS)
+    wait_for_weights(url, ids)
     splits.append(Split("strong pa", fair_cores(url, pools), measure(clock, ids, window)))
     return splits
 
