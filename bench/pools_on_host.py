@@ -1,20 +1,24 @@
 """Pools on one real host: how the CPU of CPU burners splits between two pools.
 
-    .venv/bin/python bench/pools_on_host.py [--window 10]
+    .venv/bin/python bench/pools_on_host.py [--window 10] [--cpus 2] [--settle 0]
 
-A real coordinator and agent of this host (both CPUs offered, node ``cpu_overcommit`` 2)
-run burners (``sh -c 'while :; do :; done'`` in allot/busybox:test), each requesting 1 CPU,
-in two pools of equal weight: 3 in ``pa`` and 1 in ``pb``. Each pool's CPU is measured from
+A real coordinator and agent of this host (``--cpus`` CPUs offered, node ``cpu_overcommit``
+2) run burners (``sh -c 'while :; do :; done'`` in allot/busybox:test), each requesting
+half the node's CPUs (1 CPU of 2), in two pools of equal weight: 3 in ``pa`` and 1 in
+``pb``. Each pool's CPU is measured from
 its containers' cgroups (CPU time over a window of ``--window`` seconds) in three cases:
 
 - ``both``: every burner burns; the tree says 1.0 and 1.0 core;
 - ``idle pb``: ``pb``'s burner is stopped (SIGSTOP; its container stays, so its pool keeps
   its demand and its fair share), and ``pa`` may take what ``pb`` leaves idle;
-- ``strong pa``: ``pa`` holds a strong guarantee of 1.5 cores (every burner burns).
+- ``strong pa``: ``pa`` holds a strong guarantee of 3/4 of the CPUs, 1.5 of 2 (every
+  burner burns); the tree says 1.75 and 0.25 core (pools spec section 3, step 5).
 
 It prints, per case and pool, the tree's fair share beside the cores measured and the
 pool's fraction of what all burners got. The machine is shared, so the absolute cores
-depend on what else runs; the fractions are what the pools' weights decide.
+depend on what else runs; the fractions are what the pools' weights decide. Before each
+case it waits for the agent to report the containers' weights; ``--settle S`` sleeps S
+seconds instead, for a coordinator from before pools set weights.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from tests.e2e.processes import api  # noqa: E402
 IMAGE = "allot/busybox:test"
 BURN = ["sh", "-c", "while :; do :; done"]
 BURNERS = {"pa": 3, "pb": 1}
-STRONG_CORES = 1.5
+STRONG_FRACTION = 0.75  # of the node's CPUs: 1.5 of 2
 SETTLE_SECONDS = 60.0  # at most, for the weights to reach the containers (a loaded host)
 
 # Container id -> CPU seconds its cgroup has used so far.
@@ -132,6 +136,15 @@ def wait_for_weights(url: str, ids: Mapping[str, list[str]]) -> None:
         time.sleep(0.5)
 
 
+def wait_for_update(url: str, before: Mapping[str, float]) -> None:
+    """Until the pools' fair shares differ from ``before`` (a pool update ran)."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while fair_cores(url, sorted(before)) == before:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the fair shares stayed {dict(before)}")
+        time.sleep(0.2)
+
+
 def _near(observed: Mapping[str, Any], shares: float) -> bool:
     held = (observed.get("limits") or {}).get("cpu_shares")
     return isinstance(held, int) and abs(held - shares) <= 0.05 * shares + 1
@@ -187,12 +200,13 @@ def run_cases(
     *,
     window: float,
     pause: Callable[[str, bool], None],
+    settle: Callable[[], None],
 ) -> list[Split]:
     """The three cases, in order; ``pause(container_id, stopped)`` stops or resumes one
-    container's burner."""
+    container's burner, ``settle()`` waits for the containers' weights."""
     pools = sorted(ids)
     splits = []
-    wait_for_weights(url, ids)
+    settle()
     splits.append(Split("both", fair_cores(url, pools), measure(clock, ids, window)))
     (idle,) = ids["pb"]
     pause(idle, True)
@@ -200,8 +214,10 @@ def run_cases(
         splits.append(Split("idle pb", fair_cores(url, pools), measure(clock, ids, window)))
     finally:
         pause(idle, False)
-    set_strong(url, STRONG_CORES)
-    wait_for_weights(url, ids)
+    before = fair_cores(url, pools)
+    set_strong(url, STRONG_FRACTION * sum(before.values()))  # every CPU is shared out
+    wait_for_update(url, before)
+    settle()
     splits.append(Split("strong pa", fair_cores(url, pools), measure(clock, ids, window)))
     return splits
 
@@ -209,6 +225,8 @@ def run_cases(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--cpus", type=int, default=2, help="CPUs the node offers")
+    parser.add_argument("--settle", type=float, default=0.0, help="sleep, not wait for weights")
     args = parser.parse_args()
     client = docker.from_env()
 
@@ -217,14 +235,21 @@ def main() -> None:
 
     with (
         tempfile.TemporaryDirectory(prefix="allot-pools-bench-") as workdir,
-        running_cluster(
-            Path(workdir), client, nodes=1, cpus_each=len(os.sched_getaffinity(0))
-        ) as cluster,
+        running_cluster(Path(workdir), client, nodes=1, cpus_each=args.cpus) as cluster,
     ):
-        ids = set_up(cluster.url, cluster.nodes[0])
+        ids = set_up(cluster.url, cluster.nodes[0], request=str(args.cpus / 2))
         wait_until_running(cluster.url, sum(BURNERS.values()))
-        splits = run_cases(cluster.url, ids, host_clock(client), window=args.window, pause=pause)
-    print(f"load average before the end: {os.getloadavg()[0]:.2f} (2 CPUs, shared)")
+
+        def settle() -> None:
+            if args.settle:
+                time.sleep(args.settle)
+            else:
+                wait_for_weights(cluster.url, ids)
+
+        clock = host_clock(client)
+        splits = run_cases(cluster.url, ids, clock, window=args.window, pause=pause, settle=settle)
+    load = os.getloadavg()[0]
+    print(f"node of {args.cpus} CPU(s); load average at the end {load:.2f} on this shared host")
     for split in splits:
         print("\n".join(split.lines()))
 
