@@ -114,10 +114,12 @@ def fair_cores(url: str, pools: list[str]) -> dict[str, float]:
     return {pool: api(url, f"/v1/pools/{pool}")["share"]["total"] * total for pool in pools}
 
 
-def wait_for_weights(url: str, ids: Mapping[str, list[str]]) -> None:
+def wait_for_weights(
+    url: str, ids: Mapping[str, list[str]], *, within: float = SETTLE_SECONDS
+) -> None:
     """Until every burner's Docker weight is its part of its pool's fair share (1024 per
-    core, within 5 % and one unit) as its agent reports it."""
-    deadline = time.monotonic() + SETTLE_SECONDS
+    core, within 5 % and one unit) as its agent reports it, for at most ``within`` s."""
+    deadline = time.monotonic() + within
     while True:
         fair = fair_cores(url, sorted(ids))
         seen = {
