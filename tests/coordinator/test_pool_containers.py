@@ -198,3 +198,33 @@ async def test_a_container_reported_not_running_charges_its_pool_nothing(
         # 0.5 cores of 2: the one running, and nothing for the other (not its 1 core)
         assert shown["introspection"]["usage_share"] == pytest.approx(0.25), state
     await ws.close()
+
+
+async def test_weights_settle_on_the_fair_shares_after_concurrent_deploys(
+    fast_pools: Coordinator,
+) -> None:
+    """Deploys racing the pool update (every 0.05 s): once they are all in, every
+    unbound container's weight is its part of its pool's fair share."""
+    ws = await register(fast_pools, "node-a")  # 2 cores
+    await oversell(fast_pools, "node-a", "2")
+    for team in ("team-a", "team-b"):
+        await call(fast_pools, "PUT", f"/v1/pools/{team}", {"weight": 1.0})
+    half = {"count": 2, "resources": {"cpu": "0.5", "memory": "16Mi"}}
+    bodies = [("team-a", unbound(f"batch-{i}") | half) for i in range(3)]
+    bodies.append(("team-b", unbound("batch") | half | {"count": 1}))
+    await asyncio.gather(
+        *(call(fast_pools, "POST", f"/v1/namespaces/{ns}/deployments", body) for ns, body in bodies)
+    )
+    # 3.5 cores asked of 2: team-b gets its 0.5, team-a the other 1.5 over six containers
+    wanted = {"team-a": 256, "team-b": 512}
+    seen: dict[str, list[int]] = {}
+    for _ in range(200):
+        views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
+        seen = {ns: [] for ns in wanted}
+        for view in views:
+            seen[view["record"]["namespace"]].append(view["record"]["limits"]["cpu_shares"])
+        if seen == {"team-a": [256] * 6, "team-b": [512]}:
+            break
+        await asyncio.sleep(0.05)
+    assert seen == {"team-a": [256] * 6, "team-b": [512]}
+    await ws.close()
