@@ -41,6 +41,7 @@ if str(REPOSITORY) not in sys.path:  # run as a script: the repository's modules
 import docker  # noqa: E402
 
 from agent.runtime.usage import sample  # noqa: E402
+from coordinator.pools.host_weights import SHARES_PER_CORE  # noqa: E402
 from shared.cpuset import CpuSet  # noqa: E402
 from tests.docker.clusters import running_cluster, wait_until_running  # noqa: E402
 from tests.e2e.processes import api  # noqa: E402
@@ -117,8 +118,9 @@ def fair_cores(url: str, pools: list[str]) -> dict[str, float]:
 def wait_for_weights(
     url: str, ids: Mapping[str, list[str]], *, within: float = SETTLE_SECONDS
 ) -> None:
-    """Until every burner's Docker weight is its part of its pool's fair share (1024 per
-    core, within 5 % and one unit) as its agent reports it, for at most ``within`` s."""
+    """Until every burner's Docker weight is its even part of its pool's fair share (1024
+    per core, within 5 % and one unit) as its agent reports it, for at most ``within`` s
+    (the burners of a pool request alike)."""
     deadline = time.monotonic() + within
     while True:
         fair = fair_cores(url, sorted(ids))
@@ -129,7 +131,7 @@ def wait_for_weights(
         off = {
             pool: [(view.get("limits") or {}).get("cpu_shares") for view in views]
             for pool, views in seen.items()
-            if not all(_near(view, 1024 * fair[pool] / len(views)) for view in views)
+            if not all(_near(view, SHARES_PER_CORE * fair[pool] / len(views)) for view in views)
         }
         if not off:
             return
@@ -179,8 +181,7 @@ def host_clock(client: docker.DockerClient) -> CpuClock:
     def clock(ids: list[str]) -> dict[str, float]:
         for cid in ids:
             if cid not in pids:
-                (found,) = client.containers.list(filters={"label": f"allot.id={cid}"})
-                pids[cid] = int(found.attrs["State"]["Pid"])
+                pids[cid] = host_pid(client, cid)
         used = {cid: sample(pids[cid], at=time.monotonic()).cpu_ns for cid in ids}
         missing = [cid for cid, ns in used.items() if ns is None]
         if missing:
@@ -191,6 +192,7 @@ def host_clock(client: docker.DockerClient) -> CpuClock:
 
 
 def host_pid(client: docker.DockerClient, container_id: str) -> int:
+    """The main process of the container with ``allot.id`` ``container_id``."""
     (found,) = client.containers.list(filters={"label": f"allot.id={container_id}"})
     return int(found.attrs["State"]["Pid"])
 
