@@ -252,7 +252,8 @@ async def _release_lost(service: DeploymentService, grace: float) -> None:
 
 async def _update_pools(app: web.Application) -> None:
     """The fair-share update every fair_share_update_period, on the ready nodes' total and
-    the pools' containers; the unbound containers' CPU quotas then follow the shares."""
+    the pools' containers; the unbound containers' CPU weights (and quotas where a limit
+    says so) then follow the shares."""
     service, registry = app[POOLS], app[REGISTRY]
     while True:
         await asyncio.sleep(service.update_period)
@@ -262,9 +263,7 @@ async def _update_pools(app: web.Application) -> None:
             shares = await service.update(
                 total, deployments.pool_demands(), deployments.pool_usages()
             )
-            await deployments.follow_pool_shares(
-                {pool: share.total * total["cpu"] for pool, share in shares.items()}
-            )
+            await deployments.follow_pool_shares(shares, total["cpu"])
         except Exception:
             log.exception("pool update failed; retrying at the next period")
 

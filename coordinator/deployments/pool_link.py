@@ -1,14 +1,19 @@
 """Pools on containers: each pool's demand from its containers, pool limits at admission,
-and the unbound containers' CPU quota from their pool's fair share.
+and the unbound containers' CPU weights (and quotas where a limit says so) from their
+pool's fair share.
 
 Every container belongs to a pool (its deployment's, by default its namespace's). The pool
-tree's update gets each pool's demand from its containers' requests, and after it the
-unbound containers of each pool share the pool's CPU (its fair share of the cluster's
-cores, split evenly, never above a container's own limit) as their CFS quota, pushed live
-when it moves by more than ``QUOTA_CHANGE`` of its value.
+tree's update gets each pool's demand from its containers' requests; after it, the unbound
+containers of each pool get CPU weights in proportion to their part of the pool's fair
+share, and a hard CFS quota only where a limit says so (``coordinator.pools.host_weights``
+states the mapping), pushed live through the agents' desired state when a weight or quota
+moves by more than ``SHARE_CHANGE`` of its value.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
@@ -18,10 +23,22 @@ from coordinator.deployments.outcome import DeployRefused, Kind
 from coordinator.deployments.translate import subtree
 from coordinator.placement import Normalized
 from coordinator.pools.access import pool_access
-from shared.api.containers import HistoryEntry
+from coordinator.pools.host_weights import (
+    CpuWeight,
+    PoolCpu,
+    Unbound,
+    host_weights,
+    pool_ceilings,
+)
+from coordinator.pools.tree import Share
+from shared.api.containers import ContainerRecord, HistoryEntry
+from shared.protocol import Limits
 
 MIN_CPU_QUOTA = 1000  # microseconds: the kernel refuses a CFS quota below 1 ms
-QUOTA_CHANGE = 0.05  # a pool share moving an unbound container's CPU quota less is ignored
+# A pool's share, or an unbound container's CPU weight or quota, moving by this fraction
+# of its value or less is not pushed: the update runs every period, and each push is a
+# docker update on the host.
+SHARE_CHANGE = 0.05
 
 
 def check_pool_use(draft: Draft, namespace: str, pool: str) -> None:
@@ -99,30 +116,84 @@ def pool_usages(books: Books, share_base: int) -> dict[str, dict[str, float]]:
     return usages
 
 
-def follow_pool_shares(draft: Draft, cores: dict[str, float]) -> None:
-    """Set each unbound container's CFS quota from its pool's cores (``cores``: pool ->
-    cores of its fair share); containers of pools without a share keep theirs. O(the
-    containers of those pools)."""
+def pool_targets(
+    pools: Mapping[str, Mapping[str, Any]], shares: Mapping[str, Share], total_cpu: float
+) -> dict[str, PoolCpu]:
+    """Pool -> its fair share in cores and the ceiling a limit puts on it
+    (``host_weights.pool_ceilings``), for every pool of the update."""
+    ceilings = pool_ceilings(pools, shares, total_cpu)
+    return {
+        pool: PoolCpu(share.total * total_cpu, ceilings.get(pool)) for pool, share in shares.items()
+    }
+
+
+def target_moved(before: PoolCpu, after: PoolCpu) -> bool:
+    """Whether a pool's target moved by more than ``SHARE_CHANGE`` (a ceiling that
+    appears or goes always counts)."""
+    if (before.ceiling is None) != (after.ceiling is None):
+        return True
+    pairs = [(before.cores, after.cores)]
+    if before.ceiling is not None and after.ceiling is not None:
+        pairs.append((before.ceiling, after.ceiling))
+    return any(abs(new - old) > SHARE_CHANGE * old for old, new in pairs)
+
+
+def follow_pool_shares(draft: Draft, targets: Mapping[str, PoolCpu]) -> None:
+    """Set each unbound container's CPU weight and quota from its pool's target
+    (``coordinator.pools.host_weights``): the pool's containers pinned to cores count
+    against its cores first. A weight or quota moving by ``SHARE_CHANGE`` or less is left
+    as it is. O(the containers of those pools)."""
     now = draft.context.clock()
-    for pool, pool_cores in cores.items():
-        unbound = [c for c in draft.of_pools([pool]) if not c.cpu_bind]
+    for pool, target in targets.items():
+        members = draft.of_pools([pool])
+        unbound = [record for record in members if not record.cpu_bind]
         if not unbound:
             continue
-        each = pool_cores / len(unbound)
+        pinned = sum(_demand(draft, record) for record in members if record.cpu_bind)
+        cpu = PoolCpu(max(0.0, target.cores - pinned), target.ceiling)
+        wanted = host_weights({pool: cpu}, [_unbound(draft, record) for record in unbound])
         for record in unbound:
-            resources = draft.node_state(record.node).allocations[record.id].resources
-            limit = resources.cpu_limit / resources.share_base
-            quota = int(min(each, limit) * record.limits.cpu_period) if limit else -1
-            quota = max(quota, MIN_CPU_QUOTA) if quota != -1 else -1
-            current = record.limits.cpu_quota
-            if current > 0 and quota > 0 and abs(quota - current) <= QUOTA_CHANGE * current:
+            limits = _limits(record.limits, wanted[record.id])
+            if limits is record.limits:
                 continue
-            if quota == current:
-                continue
-            limits = msgspec.structs.replace(record.limits, cpu_quota=quota)
-            entry = HistoryEntry(
-                at=now, event="pool share", detail=f"cpu_quota {current} -> {quota}"
+            detail = "; ".join(
+                f"{name} {getattr(record.limits, name)} -> {getattr(limits, name)}"
+                for name in ("cpu_shares", "cpu_quota")
+                if getattr(record.limits, name) != getattr(limits, name)
             )
+            entry = HistoryEntry(at=now, event="pool share", detail=detail)
             draft.change.containers[record.id] = msgspec.structs.replace(
                 record, limits=limits, history=[*record.history, entry]
             )
+
+
+def _demand(draft: Draft, record: ContainerRecord) -> float:
+    """The container's CPU demand in cores: its limit, or its request without one."""
+    resources = draft.node_state(record.node).allocations[record.id].resources
+    return (resources.cpu_limit or resources.cpu_request) / resources.share_base
+
+
+def _unbound(draft: Draft, record: ContainerRecord) -> Unbound:
+    resources = draft.node_state(record.node).allocations[record.id].resources
+    limit = resources.cpu_limit / resources.share_base if resources.cpu_limit else None
+    return Unbound(record.id, record.pool, record.node, _demand(draft, record), limit)
+
+
+def _limits(current: Limits, wanted: CpuWeight) -> Limits:
+    """``current`` with the wanted weight and quota, or ``current`` itself when neither
+    moves by more than ``SHARE_CHANGE``."""
+    quota = -1
+    if wanted.quota is not None:
+        quota = max(MIN_CPU_QUOTA, int(wanted.quota * current.cpu_period))
+    shares = wanted.shares
+    if _close(shares, current.cpu_shares):
+        shares = current.cpu_shares
+    if quota > 0 and current.cpu_quota > 0 and _close(quota, current.cpu_quota):
+        quota = current.cpu_quota
+    if (shares, quota) == (current.cpu_shares, current.cpu_quota):
+        return current
+    return msgspec.structs.replace(current, cpu_shares=shares, cpu_quota=quota)
+
+
+def _close(new: int, old: int) -> bool:
+    return abs(new - old) <= SHARE_CHANGE * old

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Self
 
 from coordinator.config import PressureSettings
@@ -59,6 +59,8 @@ from coordinator.deployments.translate import (
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
 from coordinator.placement import Delta, Node, NodeState
+from coordinator.pools.host_weights import PoolCpu
+from coordinator.pools.tree import Share
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import Quota
 from coordinator.services.events import EventLog, Note
@@ -119,7 +121,7 @@ class DeploymentService:
             quorum=quorum,
             timings=timings,
         )
-        self._followed: dict[str, tuple[float, int]] = {}  # pool -> share, pool_version
+        self._followed: dict[str, tuple[PoolCpu, int]] = {}  # pool -> target, pool_version
         self._ending: set[str] = set()  # swaps whose end is being committed
         self._letting_go: set[str] = set()  # stopping containers whose release is under way
         self._tasks: set[asyncio.Task[None]] = set()  # those commits, kept from the GC
@@ -409,22 +411,26 @@ class DeploymentService:
             del self._waiting[gone]
         return done
 
-    async def follow_pool_shares(self, cores: dict[str, float]) -> None:
-        """The unbound containers' CPU quotas follow their pools' shares (``pool_link``),
-        for the pools whose share moved by more than ``QUOTA_CHANGE`` or whose containers
-        changed since they last followed: the pool update runs every period, and walking
-        every container each time held up everything else at 100,000 containers."""
+    async def follow_pool_shares(self, shares: Mapping[str, Share], total_cpu: float) -> None:
+        """The unbound containers' CPU weights and quotas follow their pools' fair shares
+        (``pool_link``; ``shares`` from the pool update, ``total_cpu`` the cluster's
+        cores), for the pools whose target moved by more than ``SHARE_CHANGE`` or whose
+        containers changed since they last followed: the pool update runs every period,
+        and walking every container each time held up everything else at 100,000
+        containers."""
         books, followed = self._books, self._followed
+        pools = self._context.pools.config()["pools"]
+        targets = pool_link.pool_targets(pools, shares, total_cpu)
         moved = {
-            pool: share
-            for pool, share in cores.items()
+            pool: target
+            for pool, target in targets.items()
             if pool not in followed
             or followed[pool][1] != books.pool_version(pool)
-            or abs(share - followed[pool][0]) > pool_link.QUOTA_CHANGE * followed[pool][0]
+            or pool_link.target_moved(followed[pool][0], target)
         }
         if moved:
             await self._sequencer.decide(lambda d: pool_link.follow_pool_shares(d, moved))
-            followed |= {pool: (share, books.pool_version(pool)) for pool, share in moved.items()}
+            followed |= {pool: (target, books.pool_version(pool)) for pool, target in moved.items()}
 
     async def put_quota(self, quota: Quota) -> Quota:
         """Create or replace ``quota``; ``QuotaError`` if it breaks a rule."""

@@ -1,5 +1,5 @@
 """Pools on containers: a pool's demand comes from its containers, and its unbound
-containers share the pool's fair share of the cluster's cores as their CFS quota."""
+containers' CPU weights follow the pool's fair share of the cluster's cores."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ async def oversell(coordinator: Coordinator, node: str, ratio: str) -> None:
     await call(coordinator, "PATCH", path, {"mode": "delta", "cpu_overcommit": ratio})
 
 
-async def test_two_equal_pools_split_the_cores_and_their_containers_quotas_follow(
+async def test_two_equal_pools_split_the_cores_and_their_containers_weights_follow(
     fast_pools: Coordinator,
 ) -> None:
     ws = await register(fast_pools, "node-a")  # 2 cores
@@ -69,30 +69,34 @@ async def test_two_equal_pools_split_the_cores_and_their_containers_quotas_follo
     for team in ("team-a", "team-b"):
         await call(fast_pools, "PUT", f"/v1/pools/{team}", {"weight": 1.0})
         await call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch"))
-    quotas: list[int] = []
+    limits: list[tuple[int, int]] = []
 
     async def refresh() -> None:
         views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
-        quotas[:] = [view["record"]["limits"]["cpu_quota"] for view in views]
+        limits[:] = [
+            (view["record"]["limits"]["cpu_shares"], view["record"]["limits"]["cpu_quota"])
+            for view in views
+        ]
 
     for _ in range(100):
         await refresh()
-        if quotas == [50_000] * 4:
+        if limits == [(512, 100_000)] * 4:
             break
         await asyncio.sleep(0.05)
-    # each pool's share is one of the two cores, split between its two containers
-    assert quotas == [50_000] * 4
+    # each pool's share is one of the two cores, split between its two containers as
+    # weights (half a core's each); the quota stays each container's own limit
+    assert limits == [(512, 100_000)] * 4
     shown = await call(fast_pools, "GET", "/v1/pools/team-a")
     assert shown["share"]["total"] == pytest.approx(0.5)
     while (frame := await receive_frame(ws))["type"] != "desired" or any(
-        c["limits"]["cpu_quota"] != 50_000 for c in frame["containers"]
+        c["limits"]["cpu_shares"] != 512 for c in frame["containers"]
     ):
         pass
     record = (await call(fast_pools, "GET", "/v1/containers"))["containers"][0]["record"]
     assert record["history"][-1] == {
         "at": record["history"][-1]["at"],
         "event": "pool share",
-        "detail": "cpu_quota 100000 -> 50000",
+        "detail": "cpu_shares 1024 -> 512",
     }
     await ws.close()
 
@@ -134,7 +138,7 @@ async def test_a_node_whose_containers_changed_without_its_allocation_takes_new_
         await call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch"))
     for _ in range(100):
         views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
-        if all(view["record"]["limits"]["cpu_quota"] == 50_000 for view in views):
+        if all(view["record"]["limits"]["cpu_shares"] == 512 for view in views):
             break
         await asyncio.sleep(0.05)
     more = unbound("more") | {"count": 1, "resources": {"cpu": "0.1", "memory": "16Mi"}}
@@ -193,4 +197,34 @@ async def test_a_container_reported_not_running_charges_its_pool_nothing(
             await asyncio.sleep(0.05)
         # 0.5 cores of 2: the one running, and nothing for the other (not its 1 core)
         assert shown["introspection"]["usage_share"] == pytest.approx(0.25), state
+    await ws.close()
+
+
+async def test_weights_settle_on_the_fair_shares_after_concurrent_deploys(
+    fast_pools: Coordinator,
+) -> None:
+    """Deploys racing the pool update (every 0.05 s): once they are all in, every
+    unbound container's weight is its part of its pool's fair share."""
+    ws = await register(fast_pools, "node-a")  # 2 cores
+    await oversell(fast_pools, "node-a", "2")
+    for team in ("team-a", "team-b"):
+        await call(fast_pools, "PUT", f"/v1/pools/{team}", {"weight": 1.0})
+    half = {"count": 2, "resources": {"cpu": "0.5", "memory": "16Mi"}}
+    bodies = [("team-a", unbound(f"batch-{i}") | half) for i in range(3)]
+    bodies.append(("team-b", unbound("batch") | half | {"count": 1}))
+    await asyncio.gather(
+        *(call(fast_pools, "POST", f"/v1/namespaces/{ns}/deployments", body) for ns, body in bodies)
+    )
+    # 3.5 cores asked of 2: team-b gets its 0.5, team-a the other 1.5 over six containers
+    wanted = {"team-a": 256, "team-b": 512}
+    seen: dict[str, list[int]] = {}
+    for _ in range(200):
+        views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
+        seen = {ns: [] for ns in wanted}
+        for view in views:
+            seen[view["record"]["namespace"]].append(view["record"]["limits"]["cpu_shares"])
+        if seen == {"team-a": [256] * 6, "team-b": [512]}:
+            break
+        await asyncio.sleep(0.05)
+    assert seen == {"team-a": [256] * 6, "team-b": [512]}
     await ws.close()

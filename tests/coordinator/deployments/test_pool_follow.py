@@ -1,11 +1,14 @@
-"""The pool update's CPU quotas are decided again only for pools whose share moved or
+"""The pool update's CPU weights are decided again only for pools whose target moved or
 whose containers changed (it runs every period; walking every container each time held
-up everything else at 100,000 containers)."""
+up everything else at 100,000 containers), and a pool's CPU limit becomes a hard quota."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
+from coordinator.pools.tree import Share
 from coordinator.services.registry import NodeRegistry
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
@@ -19,6 +22,12 @@ UNBOUND = DeploymentSpec(
     resources=ResourcesSpec(cpu="0.5", memory="16Mi"),
     cpu_bind=False,
 )
+TOTAL_CPU = 2.0
+
+
+def share(cores: float) -> Share:
+    ratio = cores / TOTAL_CPU
+    return Share(strong=0.0, integral=0.0, weight_proportional=ratio, total=ratio)
 
 
 async def test_an_unchanged_pool_is_not_followed_again(tmp_path: Path) -> None:
@@ -28,15 +37,38 @@ async def test_an_unchanged_pool_is_not_followed_again(tmp_path: Path) -> None:
     assert isinstance(registry, NodeRegistry)
     await registry.hello("n0", inventory=make_inventory(), address="a", agent_version="t")
     await service.deploy("team-a", UNBOUND)
-    await service.follow_pool_shares({"team-a": 0.5})
-    quotas = [c.limits.cpu_quota for c in service.containers()]
-    assert quotas == [25_000, 25_000]
+    await service.follow_pool_shares({"team-a": share(0.5)}, TOTAL_CPU)
+    limits = [(c.limits.cpu_shares, c.limits.cpu_quota) for c in service.containers()]
+    # a weight for a quarter core each; the quota is each one's own limit (its request)
+    assert limits == [(256, 50_000), (256, 50_000)]
     revision = store.revision
-    await service.follow_pool_shares({"team-a": 0.51})  # within QUOTA_CHANGE, same containers
+    await service.follow_pool_shares({"team-a": share(0.51)}, TOTAL_CPU)  # within 5 %
     assert store.revision == revision
     await service.scale("team-a", "batch", 3)  # the pool's containers changed
-    await service.follow_pool_shares({"team-a": 0.51})
+    await service.follow_pool_shares({"team-a": share(0.51)}, TOTAL_CPU)
     assert store.revision > revision
-    assert [c.limits.cpu_quota for c in service.containers()] == [17_000] * 3
+    assert [c.limits.cpu_shares for c in service.containers()] == [174] * 3
+    await service.close()
+    await store.close()
+
+
+async def test_a_pools_cpu_limit_becomes_its_containers_quota(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    service = await load(store)
+    registry = service._context.registry
+    assert isinstance(registry, NodeRegistry)
+    await registry.hello("n0", inventory=make_inventory(), address="a", agent_version="t")
+    await service._context.pools.put("team-a", {"resource_limits": {"cpu": 0.6}})
+    bursty = ResourcesSpec(cpu="0.25", cpu_limit="1", memory="16Mi")
+    await service.deploy("team-a", msgspec.structs.replace(UNBOUND, resources=bursty))
+    await service.follow_pool_shares({"team-a": share(0.5)}, TOTAL_CPU)
+    limits = [(c.limits.cpu_shares, c.limits.cpu_quota) for c in service.containers()]
+    # a quarter core's weight each; the pool's 0.6 core split between them, below
+    # each one's own limit of 1 core
+    assert limits == [(256, 30_000), (256, 30_000)]
+    history = [c.history[-1] for c in service.containers()]
+    assert {(h.event, h.detail) for h in history} == {
+        ("pool share", "cpu_shares 1024 -> 256; cpu_quota 100000 -> 30000")
+    }
     await service.close()
     await store.close()
