@@ -26,6 +26,7 @@ from coordinator.http.node_admin import add_node_admin_routes
 from coordinator.http.plans import add_plan_routes
 from coordinator.http.pools import add_pool_routes
 from coordinator.http.quotas import add_quota_routes
+from coordinator.http.timing import request_timing
 from coordinator.keys import (
     CONFIG,
     DEPLOYMENTS,
@@ -39,6 +40,13 @@ from coordinator.keys import (
     STORE,
 )
 from coordinator.metrics import Metrics
+from coordinator.metrics_deployments import DeploymentCollector
+from coordinator.metrics_fleet import LeaderFleet
+from coordinator.metrics_leases import LeaseCollector
+from coordinator.metrics_nodes import NodeCollector
+from coordinator.metrics_pools import PoolCollector
+from coordinator.metrics_quotas import QuotaCollector
+from coordinator.metrics_store import TimedStore
 from coordinator.openapi.document import add_openapi_routes
 from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService, cluster_total
@@ -66,10 +74,14 @@ def make_app(
     records and deployments a standby kept current (``warm``), else read from the store;
     keeping its account of failed authentications in ``failures`` (a fresh book by
     default; a test that fails on purpose may give one that holds nothing back)."""
-    metrics = Metrics()
+    metrics = Metrics(leader=True)
     refusals = AuthRefusals(metrics.auth_failures, failures)
     app = web.Application(
-        middlewares=[json_errors, api_tokens_middleware(config, refusals)],
+        middlewares=[
+            request_timing(metrics.http_request_seconds),
+            json_errors,
+            api_tokens_middleware(config, refusals),
+        ],
         client_max_size=MAX_REQUEST_BYTES,
     )
     app[CONFIG] = config
@@ -82,6 +94,7 @@ def make_app(
     app.cleanup_ctx.append(_pools)
     app.cleanup_ctx.append(_deployments(warm))
     app.cleanup_ctx.append(_agent_hub)
+    app.on_startup.append(_follow_in_metrics)
     app.on_shutdown.append(_close_agent_sessions)
     add_routes(app)
     add_lease_routes(app)
@@ -99,6 +112,18 @@ async def _agent_socket(request: web.Request) -> web.StreamResponse:
     return await request.app[HUB].handle(request)
 
 
+async def _follow_in_metrics(app: web.Application) -> None:
+    """The figures of every object, taken at each scrape (after the services loaded:
+    on_startup runs once every cleanup_ctx has set up)."""
+    config, metrics, deployments = app[CONFIG], app[METRICS], app[DEPLOYMENTS]
+    fleet = LeaderFleet(app[REGISTRY], deployments)
+    metrics.follow(NodeCollector(fleet))
+    metrics.follow(DeploymentCollector(fleet, series_per=config.metrics_container_series))
+    metrics.follow(QuotaCollector(app[QUOTAS], deployments, share_base=config.share_base))
+    metrics.follow(PoolCollector(app[POOLS]))
+    metrics.follow(LeaseCollector(app[LEASES]))
+
+
 async def _close_agent_sessions(app: web.Application) -> None:
     # on_shutdown runs before the server waits for open connections to finish, and
     # agent sockets never finish by themselves.
@@ -109,17 +134,22 @@ async def _store(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     store = await open_store(config)
     log.info("store opened", store=config.store_location, revision=store.revision)
-    app[STORE] = store
+    app[STORE] = _timed(app, store)
     yield
     await store.close()
 
 
 def _given_store(store: Store) -> Callable[[web.Application], AsyncIterator[None]]:
     async def given(app: web.Application) -> AsyncIterator[None]:
-        app[STORE] = store
+        app[STORE] = _timed(app, store)
         yield
 
     return given
+
+
+def _timed(app: web.Application, store: Store) -> TimedStore:
+    metrics = app[METRICS]
+    return TimedStore(store, metrics.store_commit_seconds, metrics.store_commit_operations)
 
 
 def _registry(loaded: list[Loaded] | None) -> Callable[[web.Application], AsyncIterator[None]]:
@@ -170,6 +200,7 @@ def _deployments(warm: WarmState | None) -> Callable[[web.Application], AsyncIte
             share_base=config.share_base,
             books=None if warm is None else warm.books,
             fresh=None if warm is None else warm.fresh,
+            timings=app[METRICS],
         )
         app[DEPLOYMENTS] = service
         # Labels as this version sets them, in case an older one wrote the store: before

@@ -200,6 +200,13 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     lease_sweep_seconds: Annotated[
         float, Meta(gt=0, description="how often expired capacity leases are dropped")
     ] = 1.0
+    metrics_container_series: Annotated[
+        Literal["container", "deployment"],
+        Meta(
+            description="the containers' usage in /metrics: one series per container, or"
+            " summed per deployment (for fleets where a series per container is too many)"
+        ),
+    ] = "container"
 
     def __post_init__(self) -> None:
         if not self.api_tokens:

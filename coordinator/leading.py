@@ -41,6 +41,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.doors import Doors, DoorSite, open_doors
 from coordinator.election import LEADER_KEY, Election, Leadership
 from coordinator.keys import METRICS
+from coordinator.metrics_standby import standby_metrics
 from coordinator.standby import make_standby_app
 from coordinator.store import ClusterStore, StoreError
 from coordinator.store.etcd import EtcdStore
@@ -81,6 +82,7 @@ async def serve_on_etcd(
                     config.join_token,
                     election.leader_elsewhere,
                     client_ca=bool(config.tls_client_ca_file),
+                    metrics=standby_metrics(warm, doors, config.metrics_container_series),
                 )
                 async with _serving(standby, listener, tls, doors, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_elsewhere() or "none yet")

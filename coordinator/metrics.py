@@ -1,18 +1,34 @@
 """Prometheus metrics of one coordinator, in a registry of its own (not the global one),
-so several apps in one process, as in the tests, never share counters."""
+so several apps in one process, as in the tests, never share counters.
+
+    metrics = Metrics(leader=True)
+    metrics.follow(NodeCollector(fleet))        # figures taken from the books at scrape
+    metrics.decision_seconds.labels(kind="commit").observe(0.004)
+    metrics.render()                            # the exposition text
+
+What the code counts as it goes (counters, histograms) lives here; the figures of objects
+are custom collectors (``metrics_*`` modules), computed from the books' indexes when
+scraped. The families are listed in the README's "Watching it" section.
+"""
 
 from __future__ import annotations
 
-from collections import Counter as Tally
-from collections.abc import Iterable, Iterator
+import importlib.metadata
+from collections.abc import Iterator
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
-from shared.api.leases import ResourceStatus
-from shared.api.nodes import NodeHealth, NodeRecord
+# Seconds: from a fraction of a millisecond (a small decision) to a minute (a scheduler
+# pass over a large backlog, an etcd commit while it elects a leader).
+SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# Writes and compares in one store transaction: one (a lease) to a batch of large
+# deployments (``sequencer.MOST_OPERATIONS_PER_BATCH`` is 9,000).
+OPERATIONS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
 
 class ConnectionFigures(Protocol):
@@ -60,20 +76,32 @@ class _ConnectionCollector(Collector):
 
 
 class Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.nodes = Gauge("allot_nodes", "Nodes by state.", ["state"], registry=self.registry)
+    def __init__(self, *, leader: bool = True) -> None:
+        self.registry = registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+        GCCollector(registry=registry)
+        Gauge(
+            "allot_build_info",
+            "The allot version this process runs (1).",
+            ["version"],
+            registry=registry,
+        ).labels(version=importlib.metadata.version("allot")).set(1)
+        Gauge(
+            "allot_coordinator_leader",
+            "1 on the leader, 0 on a standby (which reports only what it follows).",
+            registry=registry,
+        ).set(1 if leader else 0)
         self.agent_connections = Gauge(
-            "allot_agent_connections", "Open agent websockets.", registry=self.registry
+            "allot_agent_connections", "Open agent websockets.", registry=registry
         )
         self.agent_frames = Counter(
-            "allot_agent_frames", "Frames received from agents.", ["type"], registry=self.registry
+            "allot_agent_frames", "Frames received from agents.", ["type"], registry=registry
         )
         self.protocol_errors = Counter(
             "allot_agent_protocol_errors",
             "Agent frames refused, by error code.",
             ["code"],
-            registry=self.registry,
+            registry=registry,
         )
         self.auth_failures = Counter(
             "allot_auth_failures",
@@ -81,41 +109,72 @@ class Metrics:
             " socket's upgrade or hello), client_certificate (an agent's upgrade without"
             " one, where a client CA is set).",
             ["kind"],
-            registry=self.registry,
+            registry=registry,
+        )
+        self.scheduler_pass_seconds = Histogram(
+            "allot_scheduler_pass_seconds",
+            "Scheduler passes over the pending containers, from asking to committed.",
+            buckets=SECONDS,
+            registry=registry,
+        )
+        self.decision_seconds = Histogram(
+            "allot_decision_seconds",
+            "Batches of decisions, by step: decide (the deciders on their thread), commit"
+            " (the store transaction and the books), publish (handing the touched nodes"
+            " to the agents' senders).",
+            ["kind"],
+            buckets=SECONDS,
+            registry=registry,
+        )
+        self.store_commit_seconds = Histogram(
+            "allot_store_commit_seconds",
+            "Store transactions, from sending to the answer (fsync or etcd quorum).",
+            buckets=SECONDS,
+            registry=registry,
+        )
+        self.store_commit_operations = Histogram(
+            "allot_store_commit_operations",
+            "Writes, deletes and compares per store transaction.",
+            buckets=OPERATIONS,
+            registry=registry,
+        )
+        self.http_request_seconds = Histogram(
+            "allot_http_request_duration_seconds",
+            "API requests by route template, method and status code (the agents'"
+            " websocket, which lasts as long as its agent is connected, is left out).",
+            ["route", "method", "code"],
+            buckets=SECONDS,
+            registry=registry,
+        )
+        self.lease_requests = Counter(
+            "allot_lease_requests",
+            "Capacity asked for per resource, by outcome: granted (all it wanted), cut"
+            " (less), or the error code of a refused request.",
+            ["resource", "outcome"],
+            registry=registry,
         )
 
-        resource = ["resource"]
-        self.lease_capacity = Gauge(
-            "allot_lease_capacity",
-            "Capacity of a leased resource.",
-            resource,
-            registry=self.registry,
-        )
-        self.lease_sum_has = Gauge(
-            "allot_lease_has", "Capacity leased out (sum of has).", resource, registry=self.registry
-        )
-        self.lease_sum_wants = Gauge(
-            "allot_lease_wants", "Capacity wanted (sum of wants).", resource, registry=self.registry
-        )
-        self.lease_clients = Gauge(
-            "allot_lease_clients", "Clients holding a lease.", resource, registry=self.registry
-        )
+    # The sequencer's hooks (``deployments.timings.Timings``).
+    def decided(self, seconds: float) -> None:
+        self.decision_seconds.labels(kind="decide").observe(seconds)
+
+    def committed(self, seconds: float) -> None:
+        self.decision_seconds.labels(kind="commit").observe(seconds)
+
+    def published(self, seconds: float) -> None:
+        self.decision_seconds.labels(kind="publish").observe(seconds)
+
+    def scheduled(self, seconds: float) -> None:
+        self.scheduler_pass_seconds.observe(seconds)
+
+    def follow(self, collector: Collector) -> None:
+        """Expose the figures ``collector`` takes at each scrape."""
+        self.registry.register(collector)
 
     def follow_connections(self, figures: ConnectionFigures) -> None:
         """Expose the process's connection figures (``coordinator.doors``) too."""
-        self.registry.register(_ConnectionCollector(figures))
+        self.follow(_ConnectionCollector(figures))
 
-    def render(self, nodes: Iterable[NodeRecord], resources: Iterable[ResourceStatus]) -> bytes:
-        """The exposition text, with node and lease figures taken at scrape time."""
-        counts = Tally(record.state for record in nodes)
-        for state in NodeHealth:
-            self.nodes.labels(state=state.value).set(counts[state])
-        for gauge in (self.lease_capacity, self.lease_sum_has, self.lease_sum_wants):
-            gauge.clear()
-        self.lease_clients.clear()  # resources that are gone must not linger
-        for status in resources:
-            self.lease_capacity.labels(resource=status.resource_id).set(status.capacity)
-            self.lease_sum_has.labels(resource=status.resource_id).set(status.sum_has)
-            self.lease_sum_wants.labels(resource=status.resource_id).set(status.sum_wants)
-            self.lease_clients.labels(resource=status.resource_id).set(status.clients)
+    def render(self) -> bytes:
+        """The exposition text."""
         return generate_latest(self.registry)

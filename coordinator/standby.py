@@ -1,6 +1,9 @@
 """What a standby coordinator serves: it decides nothing and sends everyone to the leader.
 
 GET /healthz    200 {"status": "ok"}: the process is alive
+GET /metrics    this standby's own metrics: allot_coordinator_leader 0, the process's,
+                and the nodes and deployments it follows from the store (not the
+                leader's counters, quotas, pools or leases: README, "Watching it")
 GET /readyz     503 {"status": "standby", "role": "standby", "leader": <URL or "">}
 /v1/agent       the websocket is accepted, answered with one ``error`` frame of code
                 ``not_leader`` whose ``leader`` is the leader's URL, and closed (4002)
@@ -21,8 +24,9 @@ from aiohttp import web
 from coordinator.agent_identity import AgentAuthorizer
 from coordinator.http.auth import AGENT_PATH
 from coordinator.http.bodies import json_response
-from coordinator.http.cluster import healthz
+from coordinator.http.cluster import healthz, metrics_response
 from coordinator.http.errors import error_response
+from coordinator.metrics import Metrics
 from shared.protocol import NOT_LEADER, SUBPROTOCOL, Error, encode
 
 CLOSE_NOT_LEADER = 4002
@@ -30,10 +34,21 @@ LeaderUrl = Callable[[], Awaitable[str]]
 
 
 def make_standby_app(
-    join_token: str, leader_url: LeaderUrl, *, client_ca: bool = False
+    join_token: str,
+    leader_url: LeaderUrl,
+    *,
+    client_ca: bool = False,
+    metrics: Metrics | None = None,
 ) -> web.Application:
+    """The standby's application; ``metrics`` is what its /metrics shows (by default
+    only ``allot_coordinator_leader`` 0 and the process's figures)."""
+    metrics = Metrics(leader=False) if metrics is None else metrics
+    shown = metrics
     app = web.Application()
     authorizer = AgentAuthorizer(join_token=join_token, client_ca=client_ca)
+
+    async def metrics_text(request: web.Request) -> web.Response:
+        return metrics_response(shown)
 
     async def readyz(request: web.Request) -> web.Response:
         leader = await leader_url()
@@ -64,6 +79,7 @@ def make_standby_app(
 
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_text)
     app.router.add_get(AGENT_PATH, agent_socket)
     app.router.add_route("*", "/{tail:.*}", elsewhere)
     return app

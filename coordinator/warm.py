@@ -17,6 +17,7 @@ from coordinator.deployments.context import FreshStates
 from coordinator.deployments.stored_books import WarmBooks
 from coordinator.services.warm_nodes import Loaded, WarmNodes
 from coordinator.store.replica import Replica
+from shared.api.nodes import NodeRecord
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,17 @@ class Warm:
     def __init__(self, replica: Replica, *, share_base: int) -> None:
         self._books = WarmBooks(replica)
         self._nodes = WarmNodes(replica, share_base=share_base)
+
+    # What a standby reports in its /metrics, read while it is followed.
+    @property
+    def books(self) -> Books:
+        return self._books.books
+
+    def node_records(self) -> list[NodeRecord]:
+        return self._nodes.records()
+
+    def fresh_states(self) -> FreshStates:
+        return self._nodes.fresh
 
     def take(self) -> WarmState | None:
         nodes, books = self._nodes.take(), self._books.take()

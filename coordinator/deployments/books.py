@@ -21,6 +21,8 @@ it after random sequences of decisions):
    by deployment. No pending id is a container's id.
 6. ``stopping_on`` and ``stopping_of`` index exactly the stopping containers by node and
    by deployment, and each stopping container's allocation is on its node's state.
+7. ``tally`` counts each live container once, in the state its record and ``observed``
+   give (``deployments.tally``).
 
 Nothing here decides or does I/O; every read costs O(the answer), never O(all containers).
 """
@@ -33,6 +35,7 @@ from typing import Any, TypeVar
 
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.records import PendingRecord
+from coordinator.deployments.tally import StateTally
 from coordinator.placement import NodeState
 from coordinator.quotas import PreemptionRecord
 from shared.api.containers import ContainerRecord
@@ -74,8 +77,11 @@ class Books:
         self._by_pool: defaultdict[str, set[str]] = defaultdict(set)
         self._requested: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
         self._charged: dict[str, tuple[str, int, int]] = {}  # id -> (pool, cpu, memory)
-        # Grows whenever one of the pool's containers comes, goes or changes.
+        # Grows whenever one of the pool's (the namespace's) containers comes, goes or
+        # changes.
         self._pool_version: defaultdict[str, int] = defaultdict(int)
+        self._namespace_version: defaultdict[str, int] = defaultdict(int)
+        self.tally = StateTally()
         self._indexes: dict[str, defaultdict[Any, set[str]]] = {
             "node": self._by_node,
             "deployment": self._by_deployment,
@@ -112,6 +118,11 @@ class Books:
         ids = self._stopping_by_deployment.get(key, ())
         return [self.stopping[cid] for cid in sorted(ids)]
 
+    def counts(self, key: DeploymentKey) -> tuple[int, int]:
+        """How many live and how many pending containers the deployment has. O(1)."""
+        live = self._by_deployment.get(key, ())
+        return len(live), len(self._pending_by_deployment.get(key, ()))
+
     def namespaces(self) -> list[str]:
         return sorted(ns for ns, ids in self._by_namespace.items() if ids)
 
@@ -127,6 +138,10 @@ class Books:
         """A number that grows whenever one of the pool's live containers comes, goes or
         changes: two equal readings mean the same containers, as they were. O(1)."""
         return self._pool_version.get(pool, 0)
+
+    def namespace_version(self, namespace: str) -> int:
+        """As ``pool_version``, for the namespace's live containers. O(1)."""
+        return self._namespace_version.get(namespace, 0)
 
     def charged(self, container_id: str) -> tuple[str, int, int] | None:
         """A live container's pool and what its allocation asks for (CPU shares, bytes)."""
@@ -166,6 +181,7 @@ class Books:
         for record in change.containers.values():
             if not (record.replaced_by or record.stopping):
                 self._index(record)
+                self.tally.count(record, self.observed.get(record.id))
         for container_id in change.unpending:
             gone = self.pending.pop(container_id, None)
             if gone is not None:
@@ -197,6 +213,7 @@ class Books:
             record = self.containers.get(status.id)
             if record is not None and record.node == node:
                 self.observed[status.id] = status
+                self.tally.count(record, status)
 
     def _stop(self, record: ContainerRecord, revision: int) -> None:
         """``record`` is stopping as of ``revision`` (kept when it already was: a later
@@ -220,6 +237,7 @@ class Books:
         self._by_namespace[record.namespace].add(record.id)
         self._by_pool[record.pool].add(record.id)
         self._pool_version[record.pool] += 1
+        self._namespace_version[record.namespace] += 1
         self._recharge(record.id)
 
     def _unindex(self, container_id: str) -> None:
@@ -231,7 +249,9 @@ class Books:
         _discard(self._by_namespace, record.namespace, container_id)
         _discard(self._by_pool, record.pool, container_id)
         self._pool_version[record.pool] += 1
+        self._namespace_version[record.namespace] += 1
         self._uncharge(container_id)
+        self.tally.forget(container_id)
 
     def _recharge(self, container_id: str) -> None:
         self._uncharge(container_id)
@@ -292,6 +312,7 @@ class Books:
         ours = {k: v for k, v in self._pending_by_deployment.items() if v}
         assert ours == dict(pending_index), "index _pending_by_deployment drifted"
         assert not set(self.pending) & set(self.containers), "pending and placed overlap"
+        self.tally.check(self.containers, self.observed)
 
 
 def _discard(index: defaultdict[K, set[str]], key: K, container_id: str) -> None:

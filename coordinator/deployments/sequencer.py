@@ -28,6 +28,7 @@ commit. Overlapping them, undoing a failed commit's successors, is a step still 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -39,6 +40,7 @@ from coordinator.deployments.draft import Draft
 from coordinator.deployments.node_records import allocation_key, node_writes
 from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import container_key, deployment_key, pending_key
+from coordinator.deployments.timings import NO_TIMINGS, Timings
 from coordinator.services.events import EventLog, Note
 from coordinator.services.quota_service import QUOTA_PREFIX
 from coordinator.store import Compare, Store, Txn
@@ -83,8 +85,10 @@ class Sequencer:
         events: EventLog,
         *,
         settle: Callable[[Draft], None],
+        timings: Timings = NO_TIMINGS,
     ) -> None:
         self._store = store
+        self._timings = timings
         self._books = books
         self._context = context
         self._events = events
@@ -153,9 +157,11 @@ class Sequencer:
         try:
             context = self._context.frozen()
             loop = asyncio.get_running_loop()
+            started = time.perf_counter()
             batch, answers, later = await loop.run_in_executor(
                 self._thread, self._decide, queued, context
             )
+            self._timings.decided(time.perf_counter() - started)
             self._queue[:0] = later  # ahead of any queued since: they came before
             if not batch.is_empty():
                 await self._commit(batch)
@@ -208,6 +214,7 @@ class Sequencer:
         return batch, answers, []
 
     async def _commit(self, batch: Decision) -> None:
+        started = time.perf_counter()
         books = self._books
         compares = tuple(
             Compare(allocation_key(node), books.allocation_revision.get(node, 0))
@@ -253,9 +260,12 @@ class Sequencer:
         touched = books.apply(batch, result.revision)
         books.keep_preemptions(preemptions)
         self._events.confirm(staged)
+        published = time.perf_counter()
+        self._timings.committed(published - started)
         if touched:
             for publish in self._publishers:
                 publish(touched)
+            self._timings.published(time.perf_counter() - published)
         for listen in self._listeners:
             listen(batch)
 

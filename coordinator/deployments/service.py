@@ -49,6 +49,7 @@ from coordinator.deployments.records import (
 )
 from coordinator.deployments.sequencer import Sequencer
 from coordinator.deployments.stored_books import read_books
+from coordinator.deployments.timings import NO_TIMINGS, Timings
 from coordinator.deployments.translate import (
     desired_container,
     pending_container,
@@ -95,11 +96,15 @@ class DeploymentService:
         books: Books | None = None,
         fresh: FreshStates | None = None,
         clock: Callable[[], float] = time.time,
+        timings: Timings = NO_TIMINGS,
     ) -> None:
         self.events = events
         self._books = Books() if books is None else books
         self._context = Context(registry, quotas, pools, share_base, clock, fresh or {})
-        self._sequencer = Sequencer(store, self._books, self._context, events, settle=relabel)
+        self._timings = timings
+        self._sequencer = Sequencer(
+            store, self._books, self._context, events, settle=relabel, timings=timings
+        )
         self._followed: dict[str, tuple[float, int]] = {}  # pool -> share, pool_version
         self._ending: set[str] = set()  # swaps whose end is being committed
         self._letting_go: set[str] = set()  # stopping containers whose release is under way
@@ -120,6 +125,7 @@ class DeploymentService:
         share_base: int,
         books: Books | None = None,
         fresh: FreshStates | None = None,
+        timings: Timings = NO_TIMINGS,
     ) -> Self:
         """The service over what ``store`` holds: O(what it holds), or O(the events kept)
         given ``books`` a standby kept current (``stored_books.WarmBooks``), and with
@@ -135,10 +141,27 @@ class DeploymentService:
             nodes=len(books.nodes),
         )
         return cls(
-            store, registry, quotas, events, pools, share_base=share_base, books=books, fresh=fresh
+            store,
+            registry,
+            quotas,
+            events,
+            pools,
+            share_base=share_base,
+            books=books,
+            fresh=fresh,
+            timings=timings,
         )
 
     # -- reads (the committed state) -----------------------------------------------------
+
+    @property
+    def books(self) -> Books:
+        """The committed state and its indexes, to read (the metrics do)."""
+        return self._books
+
+    def fresh_state(self, node: str) -> NodeState:
+        """The node's allocation state holding nothing (``Context.fresh_state``)."""
+        return self._context.fresh_state(node)
 
     def subscribe(self, publisher: Callable[[set[str]], None]) -> None:
         """``publisher(nodes)`` is called (not awaited) after every commit that changed
@@ -335,12 +358,14 @@ class DeploymentService:
                 continue
             seen, last = registry.version, self._context.clock()
             self._scheduling = True
+            started = time.perf_counter()
             try:
                 await self.schedule()
             except Exception as error:  # the next pass tries again
                 log.warning("scheduler pass failed", error=error)
             finally:
                 self._scheduling = False
+                self._timings.scheduled(time.perf_counter() - started)
 
     def _after_commit(self, batch: Decision) -> None:
         if batch.may_make_room() and self._books.pending:

@@ -195,6 +195,11 @@ class WarmBooks:
         self._books = _books_of(entries)
         replica.listen(self._follow)
 
+    @property
+    def books(self) -> Books:
+        """The books as followed so far, to read."""
+        return self._books
+
     def take(self) -> Books | None:
         """The books, as of every transaction the replica has told, no longer followed;
         None if following one failed (then the replica has dropped them)."""

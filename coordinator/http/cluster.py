@@ -15,7 +15,8 @@ from aiohttp import web
 
 from coordinator.errors import NotFound
 from coordinator.http.bodies import json_response
-from coordinator.keys import DEPLOYMENTS, LEASES, METRICS, REGISTRY, STORE
+from coordinator.keys import DEPLOYMENTS, METRICS, REGISTRY, STORE
+from coordinator.metrics import Metrics
 from coordinator.store.sqlite import SqliteStore
 from shared.api.nodes import NodeView
 
@@ -25,7 +26,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    store = request.app[STORE]
+    store = request.app[STORE].inner
     problem = store.write_health.problem if isinstance(store, SqliteStore) else ""
     if problem:
         return json_response({"status": "degraded", "role": "leader", "reason": problem}, 503)
@@ -47,9 +48,13 @@ async def get_node(request: web.Request) -> web.Response:
     return json_response(NodeView.of(record, cordoned=cordoned))
 
 
+def metrics_response(metrics: Metrics) -> web.Response:
+    """The exposition of ``metrics``: the leader's, or a standby's."""
+    return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")
+
+
 async def metrics(request: web.Request) -> web.Response:
-    text = request.app[METRICS].render(request.app[REGISTRY].all(), request.app[LEASES].statuses())
-    return web.Response(body=text, content_type="text/plain", charset="utf-8")
+    return metrics_response(request.app[METRICS])
 
 
 def add_routes(app: web.Application) -> None:

@@ -19,7 +19,7 @@ from aiohttp import web
 from coordinator.errors import ApiError, NotFound
 from coordinator.http.bodies import json_response, read_body
 from coordinator.http.roles import principal_of, require_admin, require_namespace
-from coordinator.keys import LEASES
+from coordinator.keys import LEASES, METRICS
 from coordinator.leases import ResourceTemplate
 from coordinator.services.lease_keys import CLUSTER_NAMESPACE
 from coordinator.services.lease_service import LeaseRequestError
@@ -61,10 +61,19 @@ def acting_namespace(request: web.Request, named: str | None) -> str:
 async def capacity(request: web.Request) -> web.Response:
     body: CapacityRequest = await read_body(request, _decode_capacity, "capacity request")
     namespace = acting_namespace(request, body.namespace)
+    leases, counted = request.app[LEASES], request.app[METRICS].lease_requests
     try:
-        answer = await request.app[LEASES].capacity(body, namespace)
+        answer = await leases.capacity(body, namespace)
     except LeaseRequestError as error:
+        for asked in body.resources:  # a name no resource has is not a series of its own
+            known = leases.status(asked.resource_id) is not None
+            resource = asked.resource_id if known else "unknown"
+            counted.labels(resource=resource, outcome=error.code).inc()
         raise _refused(error) from error
+    wanted = {asked.resource_id: asked.wants for asked in body.resources}
+    for got in answer.resources:
+        outcome = "granted" if got.gets.capacity >= wanted[got.resource_id] else "cut"
+        counted.labels(resource=got.resource_id, outcome=outcome).inc()
     return json_response(answer)
 
 

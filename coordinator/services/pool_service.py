@@ -44,6 +44,17 @@ class PoolView(msgspec.Struct, frozen=True, kw_only=True):
     introspection: dict[str, Any]
 
 
+class PoolFigures(msgspec.Struct, frozen=True, kw_only=True):
+    """The last fair-share update's inputs and result (what /metrics shows): the
+    cluster's total (cores, bytes) and per leaf pool its demand and usage, per pool its
+    share."""
+
+    total: dict[str, float]
+    demands: dict[str, dict[str, float]]
+    usages: dict[str, dict[str, float]]
+    shares: dict[str, Share]
+
+
 class PoolService:
     def __init__(
         self,
@@ -60,6 +71,7 @@ class PoolService:
         self._tree = tree
         self._wall = wall_clock
         self._shares: dict[str, Share] = {}
+        self._figures = PoolFigures(total={}, demands={}, usages={}, shares={})
         self._state_written_at = wall_clock()
 
     @classmethod
@@ -85,6 +97,10 @@ class PoolService:
     @property
     def alerts(self) -> list[str]:
         return list(self._tree.alerts)
+
+    @property
+    def figures(self) -> PoolFigures:
+        return self._figures
 
     def config(self) -> dict[str, Any]:
         """The whole tree as ``PoolTree.from_config`` takes it."""
@@ -148,6 +164,12 @@ class PoolService:
             per_leaf(demands or {}),
             now,
             usages=None if usages is None else per_leaf(usages),
+        )
+        self._figures = PoolFigures(
+            total=dict(total),
+            demands=per_leaf(demands or {}),
+            usages=per_leaf(usages or {}),
+            shares=self._shares,
         )
         for alert in self._tree.alerts:
             log.warning("pool guarantees exceed the cluster", alert=alert)

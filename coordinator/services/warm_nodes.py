@@ -31,6 +31,15 @@ class WarmNodes:
             self._put(entry.value)
         replica.listen(self._follow)
 
+    def records(self) -> list[NodeRecord]:
+        """The node records as followed so far, by name. O(nodes)."""
+        return [self._records[name][0] for name in sorted(self._records)]
+
+    @property
+    def fresh(self) -> FreshStates:
+        """Each usable node's empty allocation state, as followed so far."""
+        return self._fresh
+
     def take(self) -> tuple[list[Loaded], FreshStates] | None:
         """The records and states, no longer followed; None if following failed."""
         if not self._replica.unlisten(self._follow):
