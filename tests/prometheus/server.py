@@ -140,7 +140,7 @@ def _ready(prometheus: Prometheus) -> bool:
     while time.monotonic() < deadline and prometheus.process.poll() is None:
         with (
             contextlib.suppress(OSError),
-            urllib.request.urlopen(f"{prometheus.url}/-/ready", timeout=2) as answer,
+            urllib.request.urlopen(f"{prometheus.url}/-/ready", timeout=2),
         ):
             return True  # urlopen raises on any answer but a 2xx
         time.sleep(0.1)
