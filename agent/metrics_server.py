@@ -3,8 +3,10 @@
     async with metrics_site(("127.0.0.1", 0), metrics) as url:   # the port bound, read back
         ...                                                       # served until the block ends
 
-Each scrape renders the registry on the event loop: a few hundred microseconds for a
-node's containers, shorter than one reconcile step's bookkeeping.
+Each scrape renders the registry on the event loop, as the coordinator's does: on this
+2-core machine under a load average of 11, 11 ms with 10 containers and 22 ms with 100
+(53 KB), almost all of it prometheus_client's text encoding. Prometheus scrapes every 15 s
+or so, so the loop gives it well under 1% of its time.
 """
 
 from __future__ import annotations
