@@ -47,6 +47,7 @@ from coordinator.metrics_nodes import NodeCollector
 from coordinator.metrics_pools import PoolCollector
 from coordinator.metrics_quotas import QuotaCollector
 from coordinator.metrics_store import TimedStore
+from coordinator.metrics_usage import ContainerUsage
 from coordinator.openapi.document import add_openapi_routes
 from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService, cluster_total
@@ -118,7 +119,8 @@ async def _follow_in_metrics(app: web.Application) -> None:
     config, metrics, deployments = app[CONFIG], app[METRICS], app[DEPLOYMENTS]
     fleet = LeaderFleet(app[REGISTRY], deployments)
     metrics.follow(NodeCollector(fleet))
-    metrics.follow(DeploymentCollector(fleet, series_per=config.metrics_container_series))
+    metrics.follow(DeploymentCollector(fleet))
+    metrics.write(ContainerUsage(fleet, series_per=config.metrics_container_series))
     metrics.follow(QuotaCollector(app[QUOTAS], deployments, share_base=config.share_base))
     metrics.follow(PoolCollector(app[POOLS]))
     metrics.follow(LeaseCollector(app[LEASES]))

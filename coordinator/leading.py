@@ -82,7 +82,7 @@ async def serve_on_etcd(
                     config.join_token,
                     election.leader_elsewhere,
                     client_ca=bool(config.tls_client_ca_file),
-                    metrics=standby_metrics(warm, doors, config.metrics_container_series),
+                    metrics=standby_metrics(warm, doors),
                 )
                 async with _serving(standby, listener, tls, doors, shutdown_s=0.5):
                     log.info("standby", leader=await election.leader_elsewhere() or "none yet")

@@ -3,6 +3,7 @@ so several apps in one process, as in the tests, never share counters.
 
     metrics = Metrics(leader=True)
     metrics.follow(NodeCollector(fleet))        # figures taken from the books at scrape
+    metrics.write(ContainerUsage(fleet))        # ... written as text, for the many
     metrics.decision_seconds.labels(kind="commit").observe(0.004)
     metrics.render()                            # the exposition text
 
@@ -14,7 +15,7 @@ scraped. The families are listed in the README's "Watching it" section.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -29,6 +30,13 @@ SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 # Writes and compares in one store transaction: one (a lease) to a batch of large
 # deployments (``sequencer.MOST_OPERATIONS_PER_BATCH`` is 9,000).
 OPERATIONS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+class Written(Protocol):
+    """Families written as exposition text by hand, where there are too many samples
+    for prometheus_client's families to build at each scrape (``metrics_usage``)."""
+
+    def exposition(self) -> Iterable[str]: ...
 
 
 class ConnectionFigures(Protocol):
@@ -78,6 +86,7 @@ class _ConnectionCollector(Collector):
 class Metrics:
     def __init__(self, *, leader: bool = True) -> None:
         self.registry = registry = CollectorRegistry()
+        self._written: list[Written] = []
         ProcessCollector(registry=registry)
         GCCollector(registry=registry)
         Gauge(
@@ -171,10 +180,15 @@ class Metrics:
         """Expose the figures ``collector`` takes at each scrape."""
         self.registry.register(collector)
 
+    def write(self, families: Written) -> None:
+        """Append the text of ``families`` to each scrape."""
+        self._written.append(families)
+
     def follow_connections(self, figures: ConnectionFigures) -> None:
         """Expose the process's connection figures (``coordinator.doors``) too."""
         self.follow(_ConnectionCollector(figures))
 
     def render(self) -> bytes:
         """The exposition text."""
-        return generate_latest(self.registry)
+        written = "".join(line for families in self._written for line in families.exposition())
+        return generate_latest(self.registry) + written.encode()

@@ -9,12 +9,14 @@ import asyncio
 import json
 import signal
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.etcd_cluster import EtcdCluster
 from client.api import ApiClient, ApiClientError
@@ -39,6 +41,15 @@ def max_cpu(url: str) -> dict[str, Any]:
     return found
 
 
+def leading(url: str) -> float:
+    """``allot_coordinator_leader`` in the coordinator's own /metrics (a standby's too)."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    (family,) = [f for f in text_string_to_metric_families(text) if f.name.endswith("_leader")]
+    (sample,) = family.samples
+    return sample.value
+
+
 def test_a_paused_leader_is_fenced_and_comes_back_as_a_standby(
     tmp_path: Path, services: list[Service], etcd_cluster: EtcdCluster
 ) -> None:
@@ -48,6 +59,7 @@ def test_a_paused_leader_is_fenced_and_comes_back_as_a_standby(
     new = 1 - old
     old_url, new_url = group.urls[old], group.urls[new]
     assert readiness(new_url) == (503, {"status": "standby", "role": "standby", "leader": old_url})
+    assert (leading(old_url), leading(new_url)) == (1, 0)
     assert send(old_url, "/v1/elasticquotas/team-a", quota(2)) == 200
     paused = group.coordinators[old].process
     assert paused is not None
@@ -65,6 +77,7 @@ def test_a_paused_leader_is_fenced_and_comes_back_as_a_standby(
     group.coordinators[old].wait_for(rf"INFO standby leader={new_url}")
     assert readiness(old_url) == (503, {"status": "standby", "role": "standby", "leader": new_url})
     assert send(old_url, "/v1/elasticquotas/team-a", quota(6)) == 307  # later writes: sent on
+    assert (leading(old_url), leading(new_url)) == (0, 1)
     # Only the leader's writes are in the store: the paused one committed nothing.
     (team,) = [q for q in api(new_url, "/v1/quotas")["quotas"] if q["name"] == "team-a"]
     assert team["max"] == {"cpu": "3"}, team

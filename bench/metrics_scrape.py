@@ -1,0 +1,334 @@
+"""What a scrape of the coordinator's /metrics costs on a large fleet, against a naive
+reference that walks every container, in the same run.
+
+    .venv/bin/python bench/metrics_scrape.py [--nodes 10000] [--containers 200000]
+                                             [--runs 20]
+
+The books are built in-process, as a leader holds them after loading the store:
+``--nodes`` ready nodes of 24 CPUs and 128 GiB (``bench/deployments.host``), each with
+the same share of ``--containers`` in deployments of 500 across 10 namespaces: 2 in 5
+bound to one whole core, the others unbound (0.5 CPU); 1 in 100 pending; every placed
+container reported running by its agent with its CPU and memory usage. Then, best and
+p50/p99 of ``--runs`` renders of the whole exposition (``Metrics.render``, as
+``GET /metrics`` sends it, less the socket):
+
+- ``container``: the node and deployment families and one usage series per container
+  (``metrics_container_series = "container"``, the default);
+- ``deployment``: the same with the usage summed per deployment;
+- ``naive``: the same families as ``deployment``, computed by walking every container
+  and every allocation at each scrape (``container_state`` per container, the nodes'
+  totals summed from their allocations), as the collectors would without the books'
+  indexes and tally. Its samples are checked equal to ``deployment``'s.
+
+Quota, pool and lease families cost O(quotas x namespaces), O(pools) and O(resources)
+and are left out: they do not grow with the fleet. Not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+# Run as a script, Python puts bench/ first on the path; the repository root goes there.
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+
+from prometheus_client.core import GaugeMetricFamily  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from prometheus_client.registry import Collector  # noqa: E402
+
+from bench.deployments import host  # noqa: E402
+from coordinator.deployments.books import Books  # noqa: E402
+from coordinator.deployments.container_state import container_state  # noqa: E402
+from coordinator.deployments.context import empty_state  # noqa: E402
+from coordinator.deployments.decision import Decision  # noqa: E402
+from coordinator.deployments.records import PendingRecord  # noqa: E402
+from coordinator.metrics import Metrics  # noqa: E402
+from coordinator.metrics_deployments import DeploymentCollector  # noqa: E402
+from coordinator.metrics_nodes import NodeCollector  # noqa: E402
+from coordinator.metrics_usage import ContainerUsage  # noqa: E402
+from coordinator.placement import Allocation, NodeState, Normalized, Plan  # noqa: E402
+from coordinator.services.plan_nodes import usable_node  # noqa: E402
+from shared.api.containers import ContainerRecord  # noqa: E402
+from shared.api.deployments import DeploymentRecord, DeploymentSpec, ResourcesSpec  # noqa: E402
+from shared.api.nodes import NodeHealth, NodeRecord  # noqa: E402
+from shared.protocol import ContainerStatus, Limits  # noqa: E402
+
+MiB = 2**20
+SHARE_BASE = 100
+DEPLOY_SIZE = 500
+NAMESPACES = 10
+BOUND = Normalized(100, 100, 512 * MiB, 512 * MiB, cpu_bind=True)
+UNBOUND = Normalized(50, 0, 256 * MiB, 256 * MiB)
+SMALL = ResourcesSpec(cpu="0.5", memory="256Mi")
+
+
+class BuiltFleet:
+    """``metrics_fleet.Fleet`` over books built here."""
+
+    def __init__(self, books: Books, records: list[NodeRecord]) -> None:
+        self._books = books
+        self._records = records
+
+    @property
+    def books(self) -> Books:
+        return self._books
+
+    def nodes(self) -> Sequence[NodeRecord]:
+        return self._records
+
+    def node_state(self, name: str) -> NodeState | None:
+        return self._books.nodes.get(name)
+
+
+def build(nodes: int, containers: int) -> BuiltFleet:
+    records = [
+        NodeRecord(
+            name=f"node-{n:05}",
+            state=NodeHealth.READY,
+            reason="",
+            inventory=host(f"node-{n:05}"),
+            address="127.0.0.1",
+            agent_version="bench",
+            registered_at=0.0,
+            state_since=0.0,
+        )
+        for n in range(nodes)
+    ]
+    change = Decision()
+    allocations: dict[str, dict[str, Allocation]] = {r.name: {} for r in records}
+    statuses: dict[str, list[ContainerStatus]] = {r.name: [] for r in records}
+    for index in range(containers):
+        deployment, number = divmod(index, DEPLOY_SIZE)
+        namespace, name = f"team-{deployment % NAMESPACES}", f"app-{deployment}"
+        key = (namespace, name)
+        if key not in change.deployments:
+            spec = DeploymentSpec(name=name, image="busybox", count=DEPLOY_SIZE, resources=SMALL)
+            change.deployments[key] = DeploymentRecord(namespace=namespace, spec=spec, created=0)
+        cid = f"{name}-{number}"
+        if index % 100 == 99:
+            change.pending[cid] = PendingRecord(
+                id=cid, namespace=namespace, deployment=name, since=0.0, cause="bench"
+            )
+            continue
+        node = records[index % nodes].name
+        held = allocations[node]
+        bound = (index // nodes) % 5 < 2  # 2 in 5 of each node's containers
+        if bound:  # the node's next whole core
+            core = sum(1 for a in held.values() if a.resources.cpu_bind)
+            plan, need = Plan({core: 100}, memory=BOUND.memory_request), BOUND
+        else:
+            plan, need = Plan({}, memory=UNBOUND.memory_request), UNBOUND
+        held[cid] = Allocation(plan, need)
+        change.containers[cid] = ContainerRecord(
+            id=cid,
+            namespace=namespace,
+            deployment=name,
+            node=node,
+            image="busybox",
+            command=[],
+            env={},
+            labels={},
+            restart_policy="always",
+            cpu_bind=bound,
+            requests={"cpu": "1" if bound else "0.5", "memory": need.memory_request},
+            priority=0,
+            pool=namespace,
+            created=0.0,
+            capacity="",
+            limits=Limits(),
+        )
+        used = 0.9 if bound else 0.3
+        statuses[node].append(
+            ContainerStatus(id=cid, state="running", cpu_usage=used, memory_usage=100 * MiB)
+        )
+    for record in records:
+        empty = empty_state(usable_node(record, None, share_base=SHARE_BASE), SHARE_BASE)
+        change.nodes[record.name] = NodeState(
+            record.name,
+            empty.cores,
+            numa=empty.numa,
+            memory=empty.memory,
+            numa_memory=empty.numa_memory,
+            share_base=SHARE_BASE,
+            allocations=allocations[record.name],
+        )
+    books = Books()
+    books.apply(change, 1)
+    for node, seen in statuses.items():
+        books.observe(node, seen)
+    return BuiltFleet(books, records)
+
+
+class NaiveCollector(Collector):
+    """The same node and deployment families (usage per deployment), by walking every
+    container and allocation at each scrape."""
+
+    def __init__(self, fleet: BuiltFleet) -> None:
+        self._fleet = fleet
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield from self._nodes()
+        yield from self._deployments()
+
+    def _nodes(self) -> Iterator[GaugeMetricFamily]:
+        books = self._fleet.books
+        by_health = Counter(node.state for node in self._fleet.nodes())
+        health = GaugeMetricFamily("allot_nodes", "", labels=["state"])
+        for each in NodeHealth:
+            health.add_metric([each.value], by_health[each])
+        yield health
+        cpu = GaugeMetricFamily("allot_node_cpu_cores", "", labels=["node", "kind"])
+        memory = GaugeMetricFamily("allot_node_memory_bytes", "", labels=["node", "kind"])
+        gpus = GaugeMetricFamily("allot_node_gpus", "", labels=["node", "kind"])
+        cordoned = GaugeMetricFamily("allot_node_cordoned", "", labels=["node"])
+        for node in self._fleet.nodes():
+            name = node.name
+            held = books.nodes[name]
+            allocations = list(held.allocations.values())
+            bound = sum(sum(a.plan.cores.values()) for a in allocations)
+            unbound = sum(a.resources.cpu_request for a in allocations if not a.resources.cpu_bind)
+            cordoned.add_metric([name], 1 if name in books.cordoned else 0)
+            gpus.add_metric([name, "offered"], 0)
+            gpus.add_metric([name, "bound"], 0)
+            cpu.add_metric([name, "offered"], sum(held.cores.values()) / SHARE_BASE)
+            cpu.add_metric([name, "bound"], bound / SHARE_BASE)
+            cpu.add_metric([name, "shared_requested"], unbound / SHARE_BASE)
+            memory.add_metric([name, "offered"], held.memory)
+            memory.add_metric(
+                [name, "requested"], sum(a.resources.memory_request for a in allocations)
+            )
+        yield from (cpu, memory, gpus, cordoned)
+
+    def _deployments(self) -> Iterator[GaugeMetricFamily]:
+        books = self._fleet.books
+        counted: Counter[tuple[str, str, str]] = Counter()
+        cores: dict[tuple[str, str], float] = {}
+        used: Counter[tuple[str, str]] = Counter()
+        for container in books.containers.values():
+            key = (container.namespace, container.deployment)
+            seen = books.observed.get(container.id)
+            state, _ = container_state(container, seen)
+            counted[(*key, "placed")] += 1
+            counted[(*key, state)] += 1
+            if seen is not None and state == "running":
+                cores[key] = cores.get(key, 0.0) + (seen.cpu_usage or 0.0)
+                used[key] += seen.memory_usage or 0
+        for pending in books.pending.values():
+            counted[(pending.namespace, pending.deployment, "pending")] += 1
+        labels = ["namespace", "deployment"]
+        desired = GaugeMetricFamily("allot_deployment_desired", "", labels=labels)
+        counts = GaugeMetricFamily("allot_deployment_containers", "", labels=[*labels, "state"])
+        for key, deployment in books.deployments.items():
+            desired.add_metric(list(key), deployment.spec.count)
+            for state_name in ("placed", "pending", "running", "failed"):
+                counts.add_metric([*key, state_name], counted[(*key, state_name)])
+        yield from (desired, counts)
+        yield GaugeMetricFamily("allot_scheduler_pending_containers", "", value=len(books.pending))
+        usage_cpu = GaugeMetricFamily("allot_container_cpu_usage_cores", "", labels=labels)
+        usage_memory = GaugeMetricFamily("allot_container_memory_usage_bytes", "", labels=labels)
+        for key in cores.keys() | used.keys():
+            usage_cpu.add_metric(list(key), cores.get(key, 0.0))
+            usage_memory.add_metric(list(key), used[key])
+        yield from (usage_cpu, usage_memory)
+
+
+def metrics_of(collectors: Sequence[Collector], usage: ContainerUsage | None = None) -> Metrics:
+    metrics = Metrics()
+    for collector in collectors:
+        metrics.follow(collector)
+    if usage is not None:
+        metrics.write(usage)
+    return metrics
+
+
+def taken(collectors: Sequence[Collector], usage: ContainerUsage | None = None) -> object:
+    """Every family's figures, as a scrape takes them before printing."""
+    families = [list(collector.collect()) for collector in collectors]
+    return families, None if usage is None else list(usage.exposition())
+
+
+def samples(text: bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The allot_ samples but the process's own counters (which differ run to run)."""
+    found = {}
+    for family in text_string_to_metric_families(text.decode()):
+        if family.name.startswith(("allot_node", "allot_deployment", "allot_container")):
+            for sample in family.samples:
+                found[(sample.name, frozenset(sample.labels.items()))] = round(sample.value, 6)
+    return found
+
+
+def measure(
+    name: str, metrics: Metrics, figures_alone: Callable[[], object], runs: int
+) -> tuple[bytes, float]:
+    """Render the exposition ``runs`` times, and take the figures alone (before they are
+    written as text) as often; print both; the last text and the figures' p50."""
+    renders, figures = [], []
+    text = b""
+    for _ in range(runs):
+        gc.collect()
+        started = time.perf_counter()
+        text = metrics.render()
+        renders.append(time.perf_counter() - started)
+        gc.collect()
+        started = time.perf_counter()
+        figures_alone()
+        figures.append(time.perf_counter() - started)
+    series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+    print(
+        f"  {name:<10} scrape {_spread(renders)}; figures alone {_spread(figures)};"
+        f" {len(text) / 1e6:.1f} MB, {series:,} series",
+        flush=True,
+    )
+    return text, statistics.median(figures)
+
+
+def _spread(times: list[float]) -> str:
+    p99 = statistics.quantiles(times, n=100)[98] if len(times) > 1 else times[0]
+    return f"p50 {statistics.median(times) * 1000:.0f} ms p99 {p99 * 1000:.0f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--containers", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    fleet = build(args.nodes, args.containers)
+    print(
+        f"{args.containers:,} containers ({len(fleet.books.pending):,} pending) in"
+        f" {len(fleet.books.deployments):,} deployments on {args.nodes:,} nodes, built in"
+        f" {time.perf_counter() - started:.1f} s; {args.runs} scrapes each:",
+        flush=True,
+    )
+    collectors = [NodeCollector(fleet), DeploymentCollector(fleet)]
+    per_container = ContainerUsage(fleet, series_per="container")
+    measure(
+        "container",
+        metrics_of(collectors, per_container),
+        lambda: taken(collectors, per_container),
+        args.runs,
+    )
+    per_deployment = ContainerUsage(fleet, series_per="deployment")
+    fast_text, fast = measure(
+        "deployment",
+        metrics_of(collectors, per_deployment),
+        lambda: taken(collectors, per_deployment),
+        args.runs,
+    )
+    naive = [NaiveCollector(fleet)]
+    naive_text, slow = measure("naive", metrics_of(naive), lambda: taken(naive), args.runs)
+    if samples(fast_text) != samples(naive_text):
+        raise SystemExit("the collectors and the naive reference disagree")
+    print(f"  the naive walk's figures take {slow / fast:.1f}x the collectors' (p50); same samples")
+
+
+if __name__ == "__main__":
+    main()
