@@ -9,6 +9,8 @@ import threading
 
 import aiohttp
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.config import AgentConfig
@@ -54,6 +56,19 @@ NOT_RUNNING = ContainerFigures(
 )
 def test_an_address_splits_into_host_and_port(address: str, expected: tuple[str, int]) -> None:
     assert split_host_port(address) == expected
+
+
+@given(
+    host=st.one_of(
+        st.ip_addresses(v=4).map(str),
+        st.ip_addresses(v=6).map(lambda ip: f"[{ip}]"),
+        st.from_regex(r"[a-z][a-z0-9.-]{0,30}", fullmatch=True),
+        st.just(""),
+    ),
+    port=st.integers(0, 65535),
+)
+def test_any_host_and_port_written_out_split_back(host: str, port: int) -> None:
+    assert split_host_port(f"{host}:{port}") == (host.strip("[]"), port)
 
 
 @pytest.mark.parametrize(
