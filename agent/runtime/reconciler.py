@@ -45,6 +45,7 @@ from agent.runtime.docker_engine import (
     NotWanted,
 )
 from agent.runtime.events import follow_events
+from agent.runtime.figures import Usage, figures_of
 from agent.runtime.labels import spec_digest
 from agent.runtime.plan import (
     Action,
@@ -151,7 +152,7 @@ class Runtime:
         self._problems: dict[str, str] = {}  # per container: refusal or failure, logged once
         self._observed: list[Inspected] = []
         self._samples: dict[str, Sample] = {}  # per running container: its last usage sample
-        self._usage: dict[str, tuple[float | None, int | None]] = {}  # cores, bytes
+        self._usage: dict[str, Usage] = {}  # per running container: cores, bytes
         self._failed_swaps: dict[str, str] = {}  # replacing container -> why it failed
         self._loops: dict[str, CrashLoop] = {}  # per container: its tries in a row
         self._restarts: dict[str, int] = {}  # per container: times started again
@@ -724,24 +725,9 @@ class Runtime:
 
     def container_figures(self) -> list[ContainerFigures]:
         """Each of allot's containers Docker holds here, as last observed and measured."""
-        figures = []
-        for one in self._observed:
-            container_id = one.observed.id
-            if not container_id:
-                continue
-            cores, memory = self._usage.get(container_id, (None, None))
-            figures.append(
-                ContainerFigures(
-                    namespace=one.namespace,
-                    deployment=one.deployment,
-                    container=container_id,
-                    cpu_limit_cores=self.host.settings(one.observed.limits).cpu_limit_cores,
-                    restarts=self._restarts.get(container_id, 0),
-                    cpu_usage_cores=cores,
-                    memory_usage_bytes=memory,
-                )
-            )
-        return figures
+        return figures_of(
+            self._observed, usage=self._usage, restarts=self._restarts, host=self.host
+        )
 
     def _pool(self, desired: dict[str, DesiredContainer]) -> CpuSet:
         seen = [one.observed for one in self._observed]
