@@ -31,7 +31,8 @@ CONTAINER_LABELS = ("namespace", "deployment", "container")
 # timeout (a stop of one deaf to SIGTERM), and the SDK gives up at docker_timeout_seconds.
 DOCKER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 # A pass with nothing to do is one listing and an inspect per container (milliseconds);
-# one that creates, updates or waits for stops takes seconds.
+# one that creates and starts containers takes up to seconds (removals, which wait out
+# stop timeouts, run beside the passes).
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
