@@ -49,9 +49,9 @@ from coordinator.deployments.container_state import container_state  # noqa: E40
 from coordinator.deployments.context import empty_state  # noqa: E402
 from coordinator.deployments.decision import Decision  # noqa: E402
 from coordinator.deployments.records import PendingRecord  # noqa: E402
-from coordinator.metrics import Metrics  # noqa: E402
+from coordinator.metrics import Metrics, Written  # noqa: E402
 from coordinator.metrics_deployments import DeploymentCollector  # noqa: E402
-from coordinator.metrics_nodes import NodeCollector  # noqa: E402
+from coordinator.metrics_nodes import NodeFigures  # noqa: E402
 from coordinator.metrics_usage import ContainerUsage  # noqa: E402
 from coordinator.placement import Allocation, NodeState, Normalized, Plan  # noqa: E402
 from coordinator.services.plan_nodes import usable_node  # noqa: E402
@@ -239,19 +239,20 @@ class NaiveCollector(Collector):
         yield from (usage_cpu, usage_memory)
 
 
-def metrics_of(collectors: Sequence[Collector], usage: ContainerUsage | None = None) -> Metrics:
+def metrics_of(collectors: Sequence[Collector], written: Sequence[Written] = ()) -> Metrics:
     metrics = Metrics()
     for collector in collectors:
         metrics.follow(collector)
-    if usage is not None:
-        metrics.write(usage)
+    for families in written:
+        metrics.write(families)
     return metrics
 
 
-def taken(collectors: Sequence[Collector], usage: ContainerUsage | None = None) -> object:
-    """Every family's figures, as a scrape takes them before printing."""
+def taken(collectors: Sequence[Collector], written: Sequence[Written] = ()) -> object:
+    """Every family's figures (and text written by hand), as a scrape takes them before
+    prometheus_client prints its families."""
     families = [list(collector.collect()) for collector in collectors]
-    return families, None if usage is None else list(usage.exposition())
+    return families, ["".join(text.exposition()) for text in written]
 
 
 def samples(text: bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -308,15 +309,18 @@ def main() -> None:
         f" {time.perf_counter() - started:.1f} s; {args.runs} scrapes each:",
         flush=True,
     )
-    collectors = [NodeCollector(fleet), DeploymentCollector(fleet)]
-    per_container = ContainerUsage(fleet, series_per="container")
+    collectors = [DeploymentCollector(fleet)]
+    per_container: list[Written] = [NodeFigures(fleet), ContainerUsage(fleet)]
     measure(
         "container",
         metrics_of(collectors, per_container),
         lambda: taken(collectors, per_container),
         args.runs,
     )
-    per_deployment = ContainerUsage(fleet, series_per="deployment")
+    per_deployment: list[Written] = [
+        NodeFigures(fleet),
+        ContainerUsage(fleet, series_per="deployment"),
+    ]
     fast_text, fast = measure(
         "deployment",
         metrics_of(collectors, per_deployment),

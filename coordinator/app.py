@@ -43,7 +43,7 @@ from coordinator.metrics import Metrics
 from coordinator.metrics_deployments import DeploymentCollector
 from coordinator.metrics_fleet import LeaderFleet
 from coordinator.metrics_leases import LeaseCollector
-from coordinator.metrics_nodes import NodeCollector
+from coordinator.metrics_nodes import NodeFigures
 from coordinator.metrics_pools import PoolCollector
 from coordinator.metrics_quotas import QuotaCollector
 from coordinator.metrics_store import TimedStore
@@ -118,7 +118,7 @@ async def _follow_in_metrics(app: web.Application) -> None:
     on_startup runs once every cleanup_ctx has set up)."""
     config, metrics, deployments = app[CONFIG], app[METRICS], app[DEPLOYMENTS]
     fleet = LeaderFleet(app[REGISTRY], deployments)
-    metrics.follow(NodeCollector(fleet))
+    metrics.write(NodeFigures(fleet))
     metrics.follow(DeploymentCollector(fleet))
     metrics.write(ContainerUsage(fleet, series_per=config.metrics_container_series))
     metrics.follow(QuotaCollector(app[QUOTAS], deployments, share_base=config.share_base))

@@ -2,14 +2,15 @@
 so several apps in one process, as in the tests, never share counters.
 
     metrics = Metrics(leader=True)
-    metrics.follow(NodeCollector(fleet))        # figures taken from the books at scrape
-    metrics.write(ContainerUsage(fleet))        # ... written as text, for the many
+    metrics.follow(QuotaCollector(...))         # figures taken at each scrape
+    metrics.write(NodeFigures(fleet))           # ... written as text: a series per node
     metrics.decision_seconds.labels(kind="commit").observe(0.004)
     metrics.render()                            # the exposition text
 
 What the code counts as it goes (counters, histograms) lives here; the figures of objects
-are custom collectors (``metrics_*`` modules), computed from the books' indexes when
-scraped. The families are listed in the README's "Watching it" section.
+are computed from the books' indexes when scraped (``metrics_*`` modules): custom
+collectors, or text written by hand for the families with a series per node or per
+container (``metrics_text``). The families are listed in the README's "Watching it" section.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ OPERATIONS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 
 class Written(Protocol):
     """Families written as exposition text by hand, where there are too many samples
-    for prometheus_client's families to build at each scrape (``metrics_usage``)."""
+    for prometheus_client's families to build at each scrape (``metrics_text``)."""
 
     def exposition(self) -> Iterable[str]: ...
 

@@ -1,6 +1,7 @@
 """Node figures at scrape time: states, what each node offers and what is allocated on
 it, from its allocation state's derived totals (kept by the placement engine on every
-change), so a scrape costs O(nodes x cores), not a walk of the containers.
+change), so a scrape costs O(nodes x cores), not a walk of the containers. Written as
+text (``metrics_text``): eight series a node.
 
 allot_nodes{state}                          nodes by health
 allot_node_cpu_cores{node,kind}             offered, bound (to pinned containers),
@@ -15,61 +16,60 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
-
 from coordinator.metrics_fleet import Fleet
+from coordinator.metrics_text import TextGauge
 from shared.api.nodes import NodeHealth, NodeRecord
 
 
-class NodeCollector(Collector):
+class NodeFigures:
     def __init__(self, fleet: Fleet) -> None:
         self._fleet = fleet
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def exposition(self) -> Iterator[str]:
         fleet = self._fleet
         records = fleet.nodes()
-        by_state = GaugeMetricFamily("allot_nodes", "Nodes by state.", labels=["state"])
+        by_state = TextGauge("allot_nodes", "Nodes by state.", ("state",))
         counts = Counter(record.state for record in records)
         for health in NodeHealth:
-            by_state.add_metric([health.value], counts[health])
-        yield by_state
-        cpu = GaugeMetricFamily(
+            by_state.add((health.value,), counts[health])
+        per_kind = ("node", "kind")
+        cpu = TextGauge(
             "allot_node_cpu_cores",
             "A node's CPU in cores: offered for placement, bound to pinned containers,"
             " and asked for by unbound containers on its shared pool (shared_requested).",
-            labels=["node", "kind"],
+            per_kind,
         )
-        memory = GaugeMetricFamily(
+        memory = TextGauge(
             "allot_node_memory_bytes",
             "A node's memory: offered, and requested by its containers.",
-            labels=["node", "kind"],
+            per_kind,
         )
-        gpus = GaugeMetricFamily(
+        gpus = TextGauge(
             "allot_node_gpus",
             "A node's GPU devices (whole GPUs and MIG devices): offered, and bound to containers.",
-            labels=["node", "kind"],
+            per_kind,
         )
-        cordoned = GaugeMetricFamily(
-            "allot_node_cordoned", "1 when the node is cordoned, else 0.", labels=["node"]
+        cordoned = TextGauge(
+            "allot_node_cordoned", "1 when the node is cordoned, else 0.", ("node",)
         )
         books = fleet.books
         for record in records:
             name = record.name
-            cordoned.add_metric([name], 1 if name in books.cordoned else 0)
+            cordoned.add((name,), 1 if name in books.cordoned else 0)
             offered_gpus = _offered_gpus(record)
-            gpus.add_metric([name, "offered"], offered_gpus)
-            gpus.add_metric([name, "bound"], _bound_gpus(fleet, name) if offered_gpus else 0)
+            gpus.add((name, "offered"), offered_gpus)
+            gpus.add((name, "bound"), _bound_gpus(fleet, name) if offered_gpus else 0)
             state = fleet.node_state(name)
             if state is None:  # its inventory gives no allocation state: nothing offered
                 continue
             base = state.share_base
-            cpu.add_metric([name, "offered"], sum(state.cores.values()) / base)
-            cpu.add_metric([name, "bound"], state.bound_cpu / base)
-            cpu.add_metric([name, "shared_requested"], state.unbound_cpu / base)
-            memory.add_metric([name, "offered"], state.memory)
-            memory.add_metric([name, "requested"], state.memory_used)
-        yield from (cpu, memory, gpus, cordoned)
+            cpu.add((name, "offered"), sum(state.cores.values()) / base)
+            cpu.add((name, "bound"), state.bound_cpu / base)
+            cpu.add((name, "shared_requested"), state.unbound_cpu / base)
+            memory.add((name, "offered"), state.memory)
+            memory.add((name, "requested"), state.memory_used)
+        for family in (by_state, cpu, memory, gpus, cordoned):
+            yield from family.lines()
 
 
 def _offered_gpus(record: NodeRecord) -> int:

@@ -10,14 +10,14 @@ from __future__ import annotations
 from coordinator.metrics import ConnectionFigures, Metrics
 from coordinator.metrics_deployments import DeploymentCollector
 from coordinator.metrics_fleet import StandbyFleet
-from coordinator.metrics_nodes import NodeCollector
+from coordinator.metrics_nodes import NodeFigures
 from coordinator.warm import Warm
 
 
 def standby_metrics(warm: Warm, doors: ConnectionFigures) -> Metrics:
     metrics = Metrics(leader=False)
     fleet = StandbyFleet(warm)
-    metrics.follow(NodeCollector(fleet))
+    metrics.write(NodeFigures(fleet))
     metrics.follow(DeploymentCollector(fleet, agents_report=False))
     metrics.follow_connections(doors)
     return metrics

@@ -1,32 +1,24 @@
-"""What running containers use, as their agents last reported it, written straight as
-exposition text: one series per container (the default) or summed per deployment
-(``metrics_container_series = "deployment"``).
+"""What running containers use, as their agents last reported it: one series per
+container (the default) or summed per deployment
+(``metrics_container_series = "deployment"``), written as text (``metrics_text``).
 
 allot_container_cpu_usage_cores{namespace,deployment,container,node}
 allot_container_memory_usage_bytes{namespace,deployment,container,node}
 
-Per container these are most of a large fleet's series, and prometheus_client's
-families cost about 25 us a sample to build and print (bench/metrics_scrape.py: 400,000
-samples of 200,000 containers took 9-12 s a scrape on this loaded machine, the event loop
-held meanwhile); a line of text each costs a few microseconds. Per deployment they come
-from the books' tally, O(deployments).
+Per container: O(reported containers) a scrape, most of a large fleet's series. Per
+deployment: from the books' tally, O(deployments).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from coordinator.deployments.books import Books
 from coordinator.metrics_deployments import SeriesPer
 from coordinator.metrics_fleet import Fleet
+from coordinator.metrics_text import TextGauge
 
-CPU = "allot_container_cpu_usage_cores"
-MEMORY = "allot_container_memory_usage_bytes"
-_HEADERS = {
-    CPU: "Cores running containers use, averaged over their agent's last report.",
-    MEMORY: "Memory running containers use, as their cgroup counted it at their agent's"
-    " last report.",
-}
+PER_CONTAINER = ("namespace", "deployment", "container", "node")
+PER_DEPLOYMENT = ("namespace", "deployment")
 
 
 class ContainerUsage:
@@ -37,46 +29,33 @@ class ContainerUsage:
     def exposition(self) -> Iterator[str]:
         """The two families in the Prometheus text format, a line at a time."""
         books = self._fleet.books
-        cpu: list[str] = []
-        memory: list[str] = []
-        if self._series_per == "deployment":
-            _per_deployment(books, cpu, memory)
-        else:
-            _per_container(books, cpu, memory)
-        for name, lines in ((CPU, cpu), (MEMORY, memory)):
-            yield f"# HELP {name} {_HEADERS[name]}\n# TYPE {name} gauge\n"
-            yield from lines
-
-
-def _per_container(books: Books, cpu: list[str], memory: list[str]) -> None:
-    """One series per reported running container: O(those containers)."""
-    containers = books.containers
-    for container_id, seen in books.observed.items():
-        if seen.state != "running":
-            continue
-        record = containers[container_id]
-        labels = (
-            f'{{namespace="{_escaped(record.namespace)}",'
-            f'deployment="{_escaped(record.deployment)}",'
-            f'container="{_escaped(container_id)}",node="{_escaped(record.node)}"}} '
+        per_container = self._series_per == "container"
+        labels = PER_CONTAINER if per_container else PER_DEPLOYMENT
+        cpu = TextGauge(
+            "allot_container_cpu_usage_cores",
+            "Cores running containers use, averaged over their agent's last report.",
+            labels,
         )
-        if seen.cpu_usage is not None:
-            cpu.append(f"{CPU}{labels}{float(seen.cpu_usage)!r}\n")
-        if seen.memory_usage is not None:
-            memory.append(f"{MEMORY}{labels}{float(seen.memory_usage)!r}\n")
-
-
-def _per_deployment(books: Books, cpu: list[str], memory: list[str]) -> None:
-    """One series per deployment, from the books' tally: O(deployments)."""
-    for namespace, deployment in books.tally.deployments():
-        cores, used_bytes = books.tally.usage((namespace, deployment))
-        labels = f'{{namespace="{_escaped(namespace)}",deployment="{_escaped(deployment)}"}} '
-        cpu.append(f"{CPU}{labels}{max(cores, 0.0)!r}\n")  # a float sum may end at -1e-17
-        memory.append(f"{MEMORY}{labels}{float(used_bytes)!r}\n")
-
-
-def _escaped(value: str) -> str:
-    """A label value as the text format writes it (names rarely need it: checked first)."""
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return value
+        memory = TextGauge(
+            "allot_container_memory_usage_bytes",
+            "Memory running containers use, as their cgroup counted it at their agent's"
+            " last report.",
+            labels,
+        )
+        if per_container:
+            for container_id, seen in books.observed.items():
+                if seen.state != "running":
+                    continue
+                record = books.containers[container_id]
+                values = (record.namespace, record.deployment, container_id, record.node)
+                if seen.cpu_usage is not None:
+                    cpu.add(values, seen.cpu_usage)
+                if seen.memory_usage is not None:
+                    memory.add(values, seen.memory_usage)
+        else:
+            for key in books.tally.deployments():
+                cores, used_bytes = books.tally.usage(key)
+                cpu.add(key, max(cores, 0.0))  # a sum of floats may end at -1e-17
+                memory.add(key, used_bytes)
+        yield from cpu.lines()
+        yield from memory.lines()

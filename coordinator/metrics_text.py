@@ -1,0 +1,42 @@
+"""A gauge family written straight as Prometheus exposition text, for the families with a
+series per node or per container: prometheus_client's families cost about 25 us a sample
+to build and print on this (loaded) machine, 9-12 s a scrape for the 480,000 samples of
+10,000 nodes and 200,000 containers (bench/metrics_scrape.py); a line of text costs a
+few microseconds.
+
+    cpu = TextGauge("allot_node_cpu_cores", "A node's CPU.", ("node", "kind"))
+    cpu.add(("n1", "offered"), 24)
+    "".join(cpu.lines())
+    # '# HELP allot_node_cpu_cores A node's CPU.' and '# TYPE allot_node_cpu_cores gauge'
+    # lines, then 'allot_node_cpu_cores{node="n1",kind="offered"} 24.0', each ending in \\n
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+
+class TextGauge:
+    def __init__(self, name: str, help_text: str, labels: Sequence[str]) -> None:
+        self._name = name
+        self._help = help_text.replace("\\", "\\\\").replace("\n", "\\n")
+        self._labels = tuple(labels)
+        self._lines: list[str] = []
+
+    def add(self, values: Sequence[str], value: float) -> None:
+        """One sample: ``values`` of the labels, in their order. O(labels)."""
+        pairs = ",".join(
+            f'{label}="{_escaped(v)}"' for label, v in zip(self._labels, values, strict=True)
+        )
+        self._lines.append(f"{self._name}{{{pairs}}} {float(value)!r}\n")
+
+    def lines(self) -> Iterator[str]:
+        yield f"# HELP {self._name} {self._help}\n# TYPE {self._name} gauge\n"
+        yield from self._lines
+
+
+def _escaped(value: str) -> str:
+    """A label value as the text format writes it (names rarely need it: checked first)."""
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
