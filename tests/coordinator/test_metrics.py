@@ -14,9 +14,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from coordinator.config import PoolSettings
+from coordinator.config import CoordinatorConfig, PoolSettings
 from coordinator.leases import Kind
+from shared.config import ConfigError, load
 from tests.coordinator.conftest import (
+    API_TOKEN,
+    JOIN_TOKEN,
     NAMESPACE,
     Coordinator,
     config_for,
@@ -225,3 +228,19 @@ async def test_scrapes_at_once_with_writes_agree_with_the_store(
         assert final.value("allot_deployment_containers", **labels, state="placed") == in_store
         assert final.value("allot_deployment_desired", **labels) == 1
     await ws.close()
+
+
+def test_the_usage_setting_takes_container_or_deployment_and_refuses_else() -> None:
+    environ = {
+        "ALLOT_COORDINATOR_JOIN_TOKEN": JOIN_TOKEN,
+        "ALLOT_COORDINATOR_API_TOKENS": API_TOKEN,
+    }
+    loaded = load(CoordinatorConfig, environ=environ, env_prefix="ALLOT_COORDINATOR_")
+    assert loaded.metrics_container_series == "container"
+    per = environ | {"ALLOT_COORDINATOR_METRICS_CONTAINER_SERIES": "deployment"}
+    loaded = load(CoordinatorConfig, environ=per, env_prefix="ALLOT_COORDINATOR_")
+    assert loaded.metrics_container_series == "deployment"
+    wrong = environ | {"ALLOT_COORDINATOR_METRICS_CONTAINER_SERIES": "pod"}
+    with pytest.raises(ConfigError, match="Invalid enum value 'pod'") as refused:
+        load(CoordinatorConfig, environ=wrong, env_prefix="ALLOT_COORDINATOR_")
+    assert "ALLOT_COORDINATOR_METRICS_CONTAINER_SERIES" in str(refused.value)
