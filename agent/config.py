@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from agent.listen_address import split_host_port
 from agent.runtime.pressure import DEFAULT_PSI_FILE
 from shared.cpuset import CpuSet, CpuSetError
 from shared.inventory import MAX_EXTENDED, ExtendedName, ExtendedUnits
@@ -111,6 +112,13 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
             " missing, or set to '', pressure comes from the containers' CFS throttling"
         ),
     ] = str(DEFAULT_PSI_FILE)
+    metrics_address: Annotated[
+        str,
+        Meta(
+            description="host:port where the agent serves Prometheus metrics at /metrics"
+            " (empty: not served)"
+        ),
+    ] = "127.0.0.1:7601"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     def __post_init__(self) -> None:
@@ -131,6 +139,11 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("backoff_initial_seconds must not exceed backoff_max_seconds")
         if self.restart_backoff_seconds > self.restart_backoff_max_seconds:
             raise ValueError("restart_backoff_seconds must not exceed restart_backoff_max_seconds")
+        if self.metrics_address:
+            try:
+                split_host_port(self.metrics_address)
+            except ValueError as error:
+                raise ValueError(f"metrics_address: {error}") from None
         for resource in sorted(self.extended_resources):
             problem = extended_name_problem(resource)
             if problem is not None:
@@ -148,6 +161,11 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def reserved(self) -> CpuSet:
         return CpuSet.parse(self.reserved_cpus)
+
+    @property
+    def metrics_endpoint(self) -> tuple[str, int] | None:
+        """``metrics_address`` as host and port; None when metrics are off."""
+        return split_host_port(self.metrics_address) if self.metrics_address else None
 
     @property
     def servers(self) -> list[str]:

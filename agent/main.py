@@ -15,6 +15,8 @@ import msgspec
 
 from agent.config import ENV_PREFIX, AgentConfig
 from agent.discovery.inventory import DiscoveryError, discover
+from agent.metrics import AgentMetrics
+from agent.metrics_server import metrics_site
 from agent.runtime.applied_file import applied_path
 from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.plan import Host
@@ -116,27 +118,48 @@ async def _serve(config: AgentConfig, inventory: Inventory) -> int:
         extended=inventory.extended,
         problems=len(inventory.problems),
     )
+    metrics = AgentMetrics()
     engine = DockerEngine.connect(
-        node=config.name, base_url=config.docker_host, timeout=config.docker_timeout_seconds
+        node=config.name,
+        base_url=config.docker_host,
+        timeout=config.docker_timeout_seconds,
+        timings=metrics.docker_call,
     )
-    runtime = Runtime(engine, Host.of(inventory), _runtime_options(config, inventory))
+    options = _runtime_options(config, inventory)
+    runtime = Runtime(engine, Host.of(inventory), options, metrics=metrics)
     tasks = {
         asyncio.create_task(runtime.run(), name="reconcile"),
-        asyncio.create_task(run_link(config, inventory, runtime), name="link"),
+        asyncio.create_task(run_link(config, inventory, runtime, metrics), name="link"),
     }
+    # Beside the others, not among them: metrics that cannot be served stop nothing.
+    serving = asyncio.create_task(_serve_metrics(config, metrics))
     stopping = asyncio.create_task(stop_signal())
     done, _ = await asyncio.wait({*tasks, stopping}, return_when=asyncio.FIRST_COMPLETED)
     failed = [task for task in tasks if task in done]
     if not failed:
         log.info("agent stopping")
         notify("STOPPING=1")
-    for task in tasks | {stopping}:
+    for task in tasks | {serving, stopping}:
         task.cancel()
-    await asyncio.gather(*tasks, stopping, return_exceptions=True)
+    await asyncio.gather(*tasks, serving, stopping, return_exceptions=True)
     engine.close()
     for task in failed:
         log.error(f"agent {task.get_name()} failed", reason=task.exception())
     return 1 if failed else 0
+
+
+async def _serve_metrics(config: AgentConfig, metrics: AgentMetrics) -> None:
+    """Serve /metrics on ``metrics_address`` until cancelled. An address that cannot be
+    bound is logged and the agent goes on without metrics: its containers matter more."""
+    endpoint = config.metrics_endpoint
+    if endpoint is None:
+        return
+    try:
+        async with metrics_site(endpoint, metrics) as url:
+            log.info("metrics listening", url=url)
+            await asyncio.Event().wait()
+    except OSError as error:
+        log.error("metrics not served", address=config.metrics_address, reason=error)
 
 
 def _runtime_options(config: AgentConfig, inventory: Inventory) -> RuntimeOptions:

@@ -1,6 +1,6 @@
 """The agent's link to the coordinator: connect, hello, welcome, heartbeats, reconnect.
 
-    run_link(config, inventory, runtime)    # until cancelled
+    run_link(config, inventory, runtime, metrics)    # until cancelled
 
 One attempt opens the websocket (wss:// for an https server, verified against
 ``tls_ca_file``, with the node's client certificate if it has one) with the join token,
@@ -40,6 +40,7 @@ import aiohttp
 
 from agent.config import AgentConfig
 from agent.leader_watch import leader_answering
+from agent.metrics import AgentMetrics
 from agent.runtime.reconciler import Runtime
 from shared.backoff import Backoff
 from shared.inventory import Inventory
@@ -83,8 +84,11 @@ class NotLeader(Exception):
         self.leader = leader
 
 
-async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) -> None:
-    """Keep this node registered with the coordinator until cancelled."""
+async def run_link(
+    config: AgentConfig, inventory: Inventory, runtime: Runtime, metrics: AgentMetrics
+) -> None:
+    """Keep this node registered with the coordinator until cancelled; ``metrics`` says
+    whether a session is registered now (``allot_agent_connected``)."""
     backoff = Backoff(initial=config.backoff_initial_seconds, cap=config.backoff_max_seconds)
     servers = Servers(config.servers)
     last_failure = ""
@@ -101,7 +105,7 @@ async def run_link(config: AgentConfig, inventory: Inventory, runtime: Runtime) 
             failure, report = "", log.warning
             url = servers.current
             try:
-                ended = await _session(http, config, url, inventory, runtime, backoff)
+                ended = await _session(http, config, url, inventory, runtime, backoff, metrics)
             except NotLeader as standby:
                 servers.follow(standby.leader)
                 sent_on += 1
@@ -155,6 +159,7 @@ async def _session(
     inventory: Inventory,
     runtime: Runtime,
     backoff: Backoff,
+    metrics: AgentMetrics,
 ) -> str:
     """One connection: returns why a registered session ended; raises if none began."""
     try:
@@ -203,9 +208,11 @@ async def _session(
             asyncio.create_task(_reports(ws, runtime)),
             asyncio.create_task(_acknowledgements(ws, runtime)),
         ]
+        metrics.set_connected(True)
         try:
             return await _follow(ws, config, runtime, welcome)
         finally:
+            metrics.set_connected(False)
             for helper in helpers:
                 helper.cancel()
             await asyncio.gather(*helpers, return_exceptions=True)

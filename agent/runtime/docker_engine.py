@@ -1,7 +1,7 @@
 """The Docker engine as the runtime uses it: a few calls of the synchronous SDK, each
 run in a bounded thread pool so the event loop never waits on Docker.
 
-    engine = DockerEngine.connect(node="n1", base_url="", timeout=30.0)
+    engine = DockerEngine.connect(node="n1", base_url="", timeout=30, timings=metrics.docker_call)
     observed = await engine.observe()            # this node's containers, inspected
     docker_id = await engine.create(container, settings, stop_timeout=10)
     await engine.start(docker_id)
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -72,6 +73,15 @@ def _always() -> bool:
     return True
 
 
+# Called on the worker thread after each call sent: the SDK method's name and the seconds
+# it took (e.g. AgentMetrics.docker_call, whose histogram is thread-safe).
+Timings = Callable[[str, float], None]
+
+
+def _untimed(call: str, seconds: float) -> None:
+    """The timings of an engine no one measures."""
+
+
 @dataclass(frozen=True)
 class Inspected:
     """One container's observed state, with what its status reports beyond the plan."""
@@ -84,13 +94,23 @@ class Inspected:
 
 
 class DockerEngine:
-    def __init__(self, client: docker.DockerClient, node: str, *, workers: int = WORKERS) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        node: str,
+        *,
+        workers: int = WORKERS,
+        timings: Timings = _untimed,
+    ) -> None:
         self.client = client
         self.node = node
+        self._timings = timings
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="docker")
 
     @classmethod
-    def connect(cls, *, node: str, base_url: str, timeout: int) -> DockerEngine:
+    def connect(
+        cls, *, node: str, base_url: str, timeout: int, timings: Timings = _untimed
+    ) -> DockerEngine:
         """A client for ``base_url`` (or DOCKER_HOST, or the local socket); makes no call."""
         if base_url:
             client = docker.DockerClient(
@@ -98,7 +118,7 @@ class DockerEngine:
             )
         else:
             client = docker.from_env(version=API_VERSION, timeout=timeout, max_pool_size=WORKERS)
-        return cls(client, node)
+        return cls(client, node, timings=timings)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -132,10 +152,9 @@ class DockerEngine:
             device_requests=device_requests(container.gpus) or None,
         )
         created = await self._call(
-            _gated,
-            gate,
             api.create_container,
             container.image,
+            gate=gate,
             command=container.command or None,
             environment=container.env,
             labels=labels.labels_for(container, self.node),
@@ -146,7 +165,7 @@ class DockerEngine:
         return docker_id
 
     async def start(self, docker_id: str, *, gate: Gate = _always) -> None:
-        await self._call(_gated, gate, self.client.api.start, docker_id)
+        await self._call(self.client.api.start, docker_id, gate=gate)
 
     async def update(self, docker_id: str, settings: Settings) -> None:
         await self._call(self.client.api.update_container, docker_id, **_update_arguments(settings))
@@ -173,10 +192,23 @@ class DockerEngine:
             return None
         return inspected(attrs)
 
-    async def _call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def _call(
+        self, function: Callable[..., T], *args: Any, gate: Gate = _always, **kwargs: Any
+    ) -> T:
         loop = asyncio.get_running_loop()
-        call = functools.partial(_translated, function, *args, **kwargs)
+        call = functools.partial(self._send, gate, function, *args, **kwargs)
         return await loop.run_in_executor(self._pool, call)
+
+    def _send(self, gate: Gate, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """On a worker thread: the call, if its gate still says yes, timed."""
+        name = getattr(function, "__name__", "call")
+        if not gate():
+            raise NotWanted(name)
+        started = time.perf_counter()
+        try:
+            return _translated(function, *args, **kwargs)
+        finally:
+            self._timings(name, time.perf_counter() - started)
 
 
 def device_requests(uuids: list[str]) -> list[DeviceRequest]:
@@ -243,12 +275,6 @@ def _update_arguments(settings: Settings) -> dict[str, Any]:
     reservation at 0 is sent as -1, which takes one away."""
     reservation = settings.mem_reservation or NO_RESERVATION
     return _settings_arguments(settings) | {"mem_reservation": reservation}
-
-
-def _gated(gate: Gate, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    if not gate():
-        raise NotWanted(getattr(function, "__name__", "call"))
-    return function(*args, **kwargs)
 
 
 def _translated(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -1,9 +1,10 @@
 """The reconcile loop: level-triggered, it makes Docker match the desired state.
 
-    runtime = Runtime(engine, host, options)
+    runtime = Runtime(engine, host, options, metrics=metrics)
     task = asyncio.create_task(runtime.run())   # until cancelled
     runtime.set_desired(revision, containers, full=True)
     status = runtime.report()                   # what the coordinator is told
+    figures = runtime.container_figures()       # what Prometheus is told (agent.metrics)
 
 A pass works in bounded steps (``steps``): it observes this node's containers, plans
 (``plan.plan``) from the newest desired state it holds, carries one step out, containers
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent.metrics import AgentMetrics, ContainerFigures
 from agent.runtime.applied_file import AppliedSettings
 from agent.runtime.atomic_write import QuietWriter
 from agent.runtime.docker_engine import (
@@ -44,6 +46,7 @@ from agent.runtime.docker_engine import (
     NotWanted,
 )
 from agent.runtime.events import follow_events
+from agent.runtime.figures import Usage, figures_of
 from agent.runtime.labels import spec_digest
 from agent.runtime.plan import (
     Action,
@@ -144,11 +147,14 @@ class Runtime:
         options: RuntimeOptions,
         *,
         clock: Callable[[], float] = time.time,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self.engine = engine
         self.host = host
         self.options = options
         self._clock = clock
+        self._metrics = metrics or AgentMetrics()
+        self._metrics.follow_containers(self.container_figures)
         self._desired: dict[str, DesiredContainer] | None = None
         self._revision = 0
         self._applied_revision = 0
@@ -163,12 +169,12 @@ class Runtime:
         self._look_after = 0
         self._fence = StartFence(self._still_desired)
         self._samples: dict[str, Sample] = {}  # per running container: its last usage sample
-        # Per running container: cores, bytes, CPU pressure (percent).
-        self._usage: dict[str, tuple[float | None, int | None, float | None]] = {}
+        self._usage: dict[str, Usage] = {}  # per running container: cores, bytes, pressure
         self._gauge = PressureGauge(options.cpu_pressure_file)
         self._pressure: CpuPressure | None = None  # the node's, at the last sample
         self._failed_swaps: dict[str, str] = {}  # replacing container -> why it failed
         self._loops: dict[str, CrashLoop] = {}  # per container: its tries in a row
+        self._restarts: dict[str, int] = {}  # per container: times started again
         self._attempts: dict[
             str, Attempt
         ] = {}  # per container in a loop: its last restart or failure
@@ -338,9 +344,11 @@ class Runtime:
         if desired is not None:
             self._record_problems(desired, work, outcome)
             self._settle(desired, revision, outcome)
+            took = time.monotonic() - started
+            self._metrics.reconciled(took)
             self._last_pass = LastReconcile(
                 at=self._clock(),
-                duration_ms=round((time.monotonic() - started) * 1000, 1),
+                duration_ms=round(took * 1000, 1),
                 actions=outcome.actions,
                 failures=len(outcome.errors),
             )
@@ -583,6 +591,7 @@ class Runtime:
                 return
         if work.drift:
             self._drift[work.id] = _Correction(list(work.drift), at=self._clock())
+            self._metrics.drift_corrected()
 
     def _record_problems(
         self, desired: dict[str, DesiredContainer], work: list[Work], outcome: _Pass
@@ -630,6 +639,7 @@ class Runtime:
             with self._fence.starting(container_id) as gate:
                 await self.engine.start(action.docker_id, gate=gate)
             if action.restart:
+                self._restarts[container_id] = self._restarts.get(container_id, 0) + 1
                 log.warning("container started again", id=container_id, reason=action.reason)
             else:
                 log.info("container started", id=container_id, reason=action.reason)
@@ -671,6 +681,7 @@ class Runtime:
             self._problems,
             self._loops,
             self._attempts,
+            self._restarts,
         )
         for kept in per_container:
             for container_id in kept.keys() - desired.keys():
@@ -764,6 +775,12 @@ class Runtime:
                     attempt=self._attempts.get(container_id),
                 )
         return [statuses[key] for key in sorted(statuses)]
+
+    def container_figures(self) -> list[ContainerFigures]:
+        """Each of allot's containers Docker holds here, as last observed and measured."""
+        return figures_of(
+            self._observed, usage=self._usage, restarts=self._restarts, host=self.host
+        )
 
     def _pool(self, desired: dict[str, DesiredContainer]) -> CpuSet:
         seen = [one.observed for one in self._observed]

@@ -45,6 +45,15 @@ class Settings:
             mem_reservation=max(limits.mem_reservation, 0),
         )
 
+    @property
+    def cpu_limit_cores(self) -> float:
+        """The most CPU these settings let a container use, in cores: its CPUs, or its
+        CFS quota over its period where that is lower."""
+        cores = float(len(self.cpuset_cpus))
+        if self.cpu_quota > 0:
+            return min(cores, self.cpu_quota / self.cpu_period)
+        return cores
+
     def changes_from(self, before: Settings) -> dict[str, str]:
         """Each field that differs, as ``"old -> new"``, in the order of the fields."""
         return {

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from agent.config import AgentConfig
+from agent.metrics import AgentMetrics
 from agent.session import run_link
 from coordinator.standby import make_standby_app
 from shared.logs import fields_of
@@ -50,7 +51,7 @@ async def linked(*servers: str, backoff_seconds: float = 0.05) -> AsyncIterator[
         backoff_max_seconds=4 * backoff_seconds,
     )
     inventory = make_inventory()
-    link = asyncio.create_task(run_link(config, inventory, idle_runtime(inventory)))
+    link = asyncio.create_task(run_link(config, inventory, idle_runtime(inventory), AgentMetrics()))
     try:
         yield
     finally:

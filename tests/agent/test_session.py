@@ -14,6 +14,7 @@ import pytest
 from aiohttp import WSMsgType, web
 
 from agent.config import AgentConfig
+from agent.metrics import AgentMetrics
 from agent.runtime.reconciler import Runtime
 from agent.session import run_link
 from shared.logs import fields_of
@@ -67,7 +68,9 @@ class ScriptedCoordinator:
 
 @contextlib.asynccontextmanager
 async def running(
-    coordinator: ScriptedCoordinator, runtime: Runtime | None = None
+    coordinator: ScriptedCoordinator,
+    runtime: Runtime | None = None,
+    metrics: AgentMetrics | None = None,
 ) -> AsyncIterator[asyncio.Task[None]]:
     """The scripted coordinator on port 0 and an agent linked to it, both stopped after."""
     app = web.Application()
@@ -82,7 +85,7 @@ async def running(
         )
         inventory = make_inventory()
         runtime = runtime or idle_runtime(inventory)
-        link = asyncio.create_task(run_link(config, inventory, runtime))
+        link = asyncio.create_task(run_link(config, inventory, runtime, metrics or AgentMetrics()))
         try:
             yield link
         finally:
@@ -189,6 +192,26 @@ async def test_a_desired_state_is_acknowledged_at_once_not_at_the_next_heartbeat
     async with running(coordinator, runtime):
         await eventually(lambda: 4 in acknowledged())
     assert runtime.acknowledged_revision == 4
+
+
+async def test_connected_is_1_while_registered_and_0_once_the_socket_closes() -> None:
+    metrics = AgentMetrics()
+    release = asyncio.Event()
+
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        if len(coordinator.hellos) == 1:  # later tries are closed before any welcome
+            await ws.send_bytes(welcome())
+            await release.wait()
+
+    def connected() -> float | None:
+        return metrics.registry.get_sample_value("allot_agent_connected")
+
+    coordinator = ScriptedCoordinator(serve)
+    assert connected() == 0
+    async with running(coordinator, metrics=metrics):
+        await eventually(lambda: connected() == 1)
+        release.set()  # the coordinator closes the socket
+        await eventually(lambda: connected() == 0)
 
 
 async def test_a_refusal_is_logged_once_as_an_error_and_retried(

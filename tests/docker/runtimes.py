@@ -20,6 +20,7 @@ import msgspec
 import pytest
 
 from agent.discovery.inventory import discover
+from agent.metrics import AgentMetrics
 from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.labels import node_filter
 from agent.runtime.plan import Host
@@ -72,9 +73,16 @@ def memory_limits(
 
 @contextlib.asynccontextmanager
 async def running_runtime(
-    node: str, tmp_path: Path, *, host: Host | None = None, resync_seconds: float = 10.0
+    node: str,
+    tmp_path: Path,
+    *,
+    host: Host | None = None,
+    resync_seconds: float = 10.0,
+    metrics: AgentMetrics | None = None,
 ) -> AsyncIterator[Runtime]:
-    engine = DockerEngine.connect(node=node, base_url="", timeout=30)
+    """``metrics``, if given, gets the engine's call timings and the runtime's figures."""
+    metrics = metrics or AgentMetrics()
+    engine = DockerEngine.connect(node=node, base_url="", timeout=30, timings=metrics.docker_call)
     options = RuntimeOptions(
         node=node,
         state_path=tmp_path / f"agent-{node}.json",
@@ -82,7 +90,7 @@ async def running_runtime(
         resync_seconds=resync_seconds,
         stop_timeout_seconds=1,
     )
-    runtime = Runtime(engine, host or this_host(), options)
+    runtime = Runtime(engine, host or this_host(), options, metrics=metrics)
     task = asyncio.create_task(runtime.run())
     try:
         yield runtime

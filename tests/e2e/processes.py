@@ -86,6 +86,9 @@ class Service:
             "--backoff-max-seconds=0.5",
             f"--state-dir={workdir}",
             "--stop-timeout-seconds=1",
+            # A port of its own, read back from the log (``metrics_url``): several agents
+            # of this host run side by side, where the default 7601 would be taken.
+            "--metrics-address=127.0.0.1:0",
             *args,
         ]
         return cls("agent", argv, {"ALLOT_AGENT_JOIN_TOKEN": token}, workdir / f"agent-{node}.log")
@@ -111,6 +114,10 @@ class Service:
         if self.process.poll() is None:
             self.process.terminate()
         return self.process.wait(timeout=15)
+
+    def metrics_url(self) -> str:
+        """Where this agent serves /metrics, once it says so."""
+        return self.wait_for(r"metrics listening url=(\S+)").group(1)
 
     def text(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
