@@ -14,6 +14,8 @@ import time
 from prometheus_client import Histogram
 
 from coordinator.store import Entry, Store, Txn, TxnResult
+from coordinator.store.fenced import FencedStore
+from coordinator.store.quorum import Quorum
 
 
 class TimedStore:
@@ -21,6 +23,12 @@ class TimedStore:
         self.inner = inner
         self._seconds = seconds
         self._operations = operations
+
+    @property
+    def quorum(self) -> Quorum | None:
+        """A leader's etcd quorum watch (None on SQLite), seen through this wrapper so the
+        sequencer still refuses writes at once while quorum is known lost."""
+        return self.inner.quorum if isinstance(self.inner, FencedStore) else None
 
     @property
     def revision(self) -> int:

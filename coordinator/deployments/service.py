@@ -58,6 +58,7 @@ from coordinator.deployments.translate import (
 )
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
+from coordinator.metrics_store import TimedStore
 from coordinator.placement import Delta, Node, NodeState
 from coordinator.pools.host_weights import PoolCpu
 from coordinator.pools.tree import Share
@@ -111,7 +112,7 @@ class DeploymentService:
             registry, quotas, pools, share_base, clock, fresh or {}, pressured=self.pressure.under
         )
         self._timings = timings
-        quorum = store.quorum if isinstance(store, FencedStore) else None
+        quorum = store.quorum if isinstance(store, FencedStore | TimedStore) else None
         self._sequencer = Sequencer(
             store,
             self._books,
