@@ -79,7 +79,7 @@ async def measure(containers: int, nodes: int, runs: int) -> None:
         builds, warm_starts, cold_starts = [], [], []
         for _ in range(runs):
             started = time.perf_counter()
-            warm = Warm(replica, share_base=config.share_base)
+            warm = await Warm.build(replica, share_base=config.share_base)
             builds.append(time.perf_counter() - started)
             kept = warm.take()
             if kept is None:
