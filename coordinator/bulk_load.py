@@ -34,9 +34,12 @@ FREEZE_OBJECTS = 50_000
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """The cyclic collector off for the block, on again after it if it was on; when the
-    block made at least ``FREEZE_OBJECTS`` objects the collector tracks, every object
-    then alive is first put out of its reach for good (``gc.freeze``).
+    """The cyclic collector off for the block and on again after it; when the block made
+    at least ``FREEZE_OBJECTS`` objects the collector tracks, every object then alive is
+    first put out of its reach for good (``gc.freeze``). Nothing is done when the
+    collector is off already: a coordinator starting alone turns it off for the whole
+    of its start-up and then collects once and freezes (``main.settle_heap``), which a
+    standby cannot do (that one collection walks the whole heap).
 
     Why paused: a load makes millions of objects that all live on, and while the heap
     grows the collector walks the whole of it again at every 25% of growth: 40,000
@@ -52,15 +55,16 @@ def gc_paused() -> Iterator[None]:
     Small loads (tests, small clusters) are not frozen: a walk of what they made is
     short. (While the collector is off, its first count is the tracked objects made
     and not freed since its last run.)"""
-    was_enabled = gc.isenabled()
+    if not gc.isenabled():  # paused by the caller, who settles the heap (main.settle_heap)
+        yield
+        return
     gc.disable()
     try:
         yield
     finally:
         if gc.get_count()[0] >= FREEZE_OBJECTS:
             gc.freeze()
-        if was_enabled:
-            gc.enable()
+        gc.enable()
 
 
 async def in_slices(steps: Iterable[None], *, slice_seconds: float = SLICE_SECONDS) -> None:
