@@ -145,11 +145,14 @@ def change_of(events: Iterable[Event], books: Books) -> Decision:
     node whose allocation header was deleted is a deleted node.
     Preemption records are kept at once: they are no part of a ``Decision``."""
     change = Decision()
-    of_nodes: defaultdict[str, list[Event]] = defaultdict(list)
+    # Each node's events with the container id of their keys ("" for the header), each
+    # key parsed once (three times before: 0.5 s of a 200,000-container load, profiled).
+    of_nodes: defaultdict[str, list[tuple[str, Event]]] = defaultdict(list)
     for event in events:
         key = event.key
         if key.startswith(ALLOCATION_PREFIX):
-            of_nodes[parse_key(key)[0]].append(event)
+            node, container_id = parse_key(key)
+            of_nodes[node].append((container_id, event))
         elif key.startswith(CONTAINER_PREFIX):
             container_id = key.removeprefix(CONTAINER_PREFIX)
             if not event.deleted:
@@ -178,7 +181,7 @@ def change_of(events: Iterable[Event], books: Books) -> Decision:
         elif key == PREEMPTIONS_KEY:
             books.keep_preemptions([] if event.deleted else _decode_preemptions.decode(event.value))
     for node, node_events in of_nodes.items():
-        if any(event.deleted and not parse_key(event.key)[1] for event in node_events):
+        if any(event.deleted and not container_id for container_id, event in node_events):
             change.delete_node(node)  # its header goes only with the node
             continue
         state = _node_state(node, node_events, books)
@@ -187,16 +190,16 @@ def change_of(events: Iterable[Event], books: Books) -> Decision:
     return change
 
 
-def _node_state(node: str, events: list[Event], books: Books) -> NodeState | None:
-    """The node's state once ``events`` (its header's and allocations') are applied to
+def _node_state(node: str, events: list[tuple[str, Event]], books: Books) -> NodeState | None:
+    """The node's state once ``events`` (its header's and allocations', each with the
+    container id of its key, "" for the header's) are applied to
     the one ``books`` hold. A header holding its allocations inline holds all of them;
     the first header after it that does not comes with every allocation's key. Notes in
     ``books`` which nodes' headers hold them inline."""
     head: StoredNode | None = None
     put: dict[str, bytes] = {}
     gone: set[str] = set()
-    for event in events:
-        container_id = parse_key(event.key)[1]
+    for container_id, event in events:
         if not container_id:
             if not event.deleted:  # a deleted header is a deleted node (``change_of``)
                 head = _decode_node.decode(event.value)
