@@ -192,3 +192,39 @@ async def test_a_follower_that_fails_on_what_waited_is_told_no_more(
 
 def _keys(events: list[Event]) -> list[str]:
     return sorted(event.key for event in events)
+
+
+async def test_a_scan_takes_every_key_under_its_prefix_and_no_other(
+    store: SqliteStore, replica: Replica
+) -> None:
+    keys = ["/q/", "/q/a", "/q/\u00ff", "/q/\U0001f600", "/q0", "/q", "/r/a"]
+    done = await store.commit(Txn(puts=dict.fromkeys(keys, b"v")))
+    await replica.caught_up(done.revision)
+    assert [entry.key for entry in replica.scan("/q/")] == [
+        "/q/",
+        "/q/a",
+        "/q/\u00ff",
+        "/q/\U0001f600",
+    ]
+    assert [entry.key for entry in replica.scan("/q")] == [
+        "/q",
+        "/q/",
+        "/q/a",
+        "/q/\u00ff",
+        "/q/\U0001f600",
+        "/q0",
+    ]
+    assert replica.scan("/p/") == []
+
+
+async def test_scanning_gives_what_a_scan_gave_when_it_was_called(
+    store: SqliteStore, replica: Replica
+) -> None:
+    prefixes = ("/nodes/", "/deployments/")
+    then = [entry for prefix in prefixes for entry in replica.scan(prefix)]
+    later = replica.scanning(*prefixes)
+    gone = then[0].key
+    done = await store.commit(Txn(puts={"/deployments/zz": b"{}"}, deletes=(gone,)))
+    await replica.caught_up(done.revision)
+    assert list(later) == then
+    assert [entry for prefix in prefixes for entry in replica.scan(prefix)] != then
