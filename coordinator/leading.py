@@ -78,7 +78,7 @@ async def serve_on_etcd(
         warm: Warm | None = None
         while not stopping.done():
             if won is None:
-                warm = _kept_warm(replica, config.share_base)  # the loop held meanwhile
+                warm = await _kept_warm(replica, config.share_base)
                 standby = make_standby_app(
                     config.join_token,
                     election.leader_elsewhere,
@@ -157,11 +157,12 @@ async def _lead(
             await election.resign(won)
 
 
-def _kept_warm(replica: Replica, share_base: int) -> Warm:
-    """The node records and deployments, built from the replica once (O(the store), the
-    event loop held meanwhile) and then kept current, so that a takeover need not."""
+async def _kept_warm(replica: Replica, share_base: int) -> Warm:
+    """The node records and deployments, built from the replica once (O(the store), in
+    slices between which the replica goes on following the store) and then kept
+    current, so that a takeover need not."""
     started = time.monotonic()
-    warm = Warm(replica, share_base=share_base)
+    warm = await Warm.build(replica, share_base=share_base)
     log.info("state kept current for a takeover", took_s=round(time.monotonic() - started, 3))
     return warm
 

@@ -3,7 +3,8 @@ of the state that grow with the fleet, the deployments' books (with the containe
 the node records (with the nodes). The rest (leases, quotas, pools, events) is loaded
 from the replica when elected.
 
-    warm = Warm(replica, share_base=100)   # O(the store), the event loop held meanwhile
+    warm = await Warm.build(replica, share_base=100)   # O(the store), in slices that
+                                                       # never hold the loop long
     state = warm.take()          # elected: WarmState, no longer followed; None if
                                  # following the store failed (a takeover then reads it)
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coordinator.bulk_load import gc_paused
 from coordinator.deployments.books import Books
 from coordinator.deployments.context import FreshStates
 from coordinator.deployments.stored_books import WarmBooks
@@ -28,9 +30,18 @@ class WarmState:
 
 
 class Warm:
-    def __init__(self, replica: Replica, *, share_base: int) -> None:
-        self._books = WarmBooks(replica)
-        self._nodes = WarmNodes(replica, share_base=share_base)
+    def __init__(self, books: WarmBooks, nodes: WarmNodes) -> None:
+        self._books = books
+        self._nodes = nodes
+
+    @classmethod
+    async def build(cls, replica: Replica, *, share_base: int) -> Warm:
+        """Both parts built from ``replica`` and followed from then on; the event loop
+        runs between slices of the build (each about ``bulk_load.SLICE_SECONDS``), and
+        the cyclic collector is paused over both (``bulk_load.gc_paused``)."""
+        with gc_paused():
+            nodes = await WarmNodes.build(replica, share_base=share_base)
+            return cls(await WarmBooks.build(replica), nodes)
 
     # What a standby reports in its /metrics, read while it is followed.
     @property

@@ -2,7 +2,7 @@
 node's empty allocation state, so that a takeover decodes and checks no record (1,000
 took 0.38 s) and its first decision makes no state (3,000 nodes took 0.9 s).
 
-    warm = WarmNodes(replica, share_base=100)
+    warm = await WarmNodes.build(replica, share_base=100)   # in slices that let the loop run
     records, fresh = warm.take()     # elected: [(record, why unusable or None)] and the
                                      # states (Context.fresh); no longer followed (None if
                                      # following failed)
@@ -10,11 +10,14 @@ took 0.38 s) and its first decision makes no state (3,000 nodes took 0.9 s).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
+from coordinator.bulk_load import FollowedAfterBuild, in_slices
 from coordinator.deployments.context import FreshStates, empty_state
 from coordinator.errors import UnusableNode
 from coordinator.services.plan_nodes import usable_node
 from coordinator.services.registry import NODE_PREFIX, loaded_record
-from coordinator.store import Event
+from coordinator.store import Entry, Event
 from coordinator.store.replica import Replica
 from shared.api.nodes import NodeRecord
 
@@ -23,13 +26,22 @@ Loaded = tuple[NodeRecord, str | None]
 
 class WarmNodes:
     def __init__(self, replica: Replica, *, share_base: int) -> None:
-        self._replica = replica
+        """No records yet, following ``replica`` from now on; ``build`` fills them."""
         self._share_base = share_base
         self._records: dict[str, Loaded] = {}
         self._fresh: FreshStates = {}
-        for entry in replica.scan(NODE_PREFIX):  # no suspension before listening
-            self._put(entry.value)
-        replica.listen(self._follow)
+        self._following = FollowedAfterBuild(replica, self._follow)
+
+    @classmethod
+    async def build(cls, replica: Replica, *, share_base: int) -> WarmNodes:
+        """The records ``replica`` holds, decoded and checked in slices that let the
+        event loop run (``bulk_load.in_slices``), then kept current. The transactions
+        its watch brings meanwhile are taken in once the build is done."""
+        entries = replica.scanning(NODE_PREFIX)
+        warm = cls(replica, share_base=share_base)  # no suspension since the scan
+        await in_slices(warm._putting(entries))
+        warm._following.built()
+        return warm
 
     def records(self) -> list[NodeRecord]:
         """The node records as followed so far, by name. O(nodes)."""
@@ -42,7 +54,7 @@ class WarmNodes:
 
     def take(self) -> tuple[list[Loaded], FreshStates] | None:
         """The records and states, no longer followed; None if following failed."""
-        if not self._replica.unlisten(self._follow):
+        if not self._following.stop():
             return None
         return [self._records[name] for name in sorted(self._records)], self._fresh
 
@@ -56,6 +68,11 @@ class WarmNodes:
                 self._fresh.pop(name, None)
             else:
                 self._put(event.value)
+
+    def _putting(self, entries: Iterable[Entry]) -> Iterator[None]:
+        for entry in entries:
+            self._put(entry.value)
+            yield
 
     def _put(self, value: bytes) -> None:
         record, problem = loaded_record(value)

@@ -51,7 +51,7 @@ async def test_a_follower_that_fails_is_dropped_and_the_replica_goes_on(
     decode) keeps following the store, and its takeover reads the store instead."""
     writer, follower, _ = prefix_stores
     async with following(follower) as replica:
-        warm = Warm(replica, share_base=100)
+        warm = await Warm.build(replica, share_base=100)
         told: list[list[str]] = []
         replica.listen(lambda events: told.append([e.key for e in events]))
         broken = await writer.commit(Txn(puts={"/allocations/n1": b"{not json"}))

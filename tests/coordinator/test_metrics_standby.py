@@ -83,7 +83,7 @@ async def standing_by(config: CoordinatorConfig) -> AsyncIterator[str]:
     its URL."""
     store = await EtcdStore.open(config.etcd)
     replica = await Replica.follow(store)
-    warm = Warm(replica, share_base=config.share_base)
+    warm = await Warm.build(replica, share_base=config.share_base)
 
     async def no_leader() -> str:
         return ""

@@ -179,8 +179,8 @@ async def scenario(ops: list[Op], directory: Path) -> None:
     clock = [0.0]
     try:
         service = await load(store, clock)
-        warm = WarmBooks(replica)
-        warm_nodes = WarmNodes(replica, share_base=100)
+        warm = await WarmBooks.build(replica)
+        warm_nodes = await WarmNodes.build(replica, share_base=100)
         registry = service._context.registry
         assert isinstance(registry, NodeRegistry)
         for node in NODES:

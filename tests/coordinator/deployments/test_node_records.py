@@ -102,7 +102,7 @@ async def test_inline_allocations_load_and_the_first_write_gives_each_a_key(
         service = await load(store)  # as it was, noting the inline header
         assert service._books.inline_allocations == {"n0"}
         assert len(service._books.nodes["n0"].allocations) == 3
-        warm = WarmBooks(replica)
+        warm = await WarmBooks.build(replica)
         assert _plain_books(warm._books) == _plain_books(service._books)
 
         # The first write removes one of them: its key never existed, and the standby
