@@ -1,7 +1,10 @@
 """Drift end to end: a coordinator and one agent, real processes on the real Docker
 engine. Each hand-made change the agent puts back is one ``drift`` event in the
 coordinator's log, whether the same change comes again, needs the container made anew,
-removes the container, or is made while the agent is down."""
+removes the container, or is made while the agent is down.
+
+team-a has no configured pool, so its pool is created on demand and the container's CPU
+weight is its pool's fair share, 0.2 core at 1024 per core: what the agent puts back."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ CACHE = {
     "soft_memory": True,
     "resources": {"cpu": "0.2", "memory": "32Mi"},
 }
+POOL_WEIGHT = round(1024 * 0.2)  # its pool's fair share: what it asks for, 0.2 core
 
 
 def test_each_correction_is_one_drift_event(
@@ -36,6 +40,11 @@ def test_each_correction_is_one_drift_event(
         (record,) = deploy(url, "team-a", CACHE)
         wait_until_running(url, 1)
         reasons: list[str] = []
+        deadline = time.monotonic() + CONVERGE_SECONDS
+        while weight_seen(url, record["id"]) != POOL_WEIGHT:  # the pool update, then the agent
+            assert time.monotonic() < deadline, "the container never got its pool's weight"
+            time.sleep(0.1)
+        fixed = f"cpu_shares 2 -> {POOL_WEIGHT}"
 
         def held() -> str:
             (found,) = docker_client.api.containers(filters={"label": [f"allot.id={record['id']}"]})
@@ -53,9 +62,9 @@ def test_each_correction_is_one_drift_event(
             assert {(e["node"], e["container"]) for e in events} == {(node, record["id"])}
 
         docker_client.api.update_container(held(), cpu_shares=2)
-        corrected("cpu_shares 2 -> 1024")
+        corrected(fixed)
         docker_client.api.update_container(held(), cpu_shares=2)
-        corrected("cpu_shares 2 -> 1024")  # the same change again: another event
+        corrected(fixed)  # the same change again: another event
         docker_client.api.update_container(held(), mem_limit=64 * MIB, memswap_limit=64 * MIB)
         corrected(
             "mem_limit 64Mi -> 0", "memswap_limit 64Mi -> 0", f"recreated ({NO_IN_PLACE_REMOVAL})"
@@ -65,9 +74,16 @@ def test_each_correction_is_one_drift_event(
         agent.kill9()
         docker_client.api.update_container(held(), cpu_shares=2)
         agent.start()
-        corrected("cpu_shares 2 -> 1024")  # made while the agent was down
+        corrected(fixed)  # made while the agent was down
         wait_for_node_state(url, node, "ready")
         shown = allotctl(url, "events", "--kind", "drift")
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.count("corrected: ") == len(reasons)
     assert len(reasons) == 5
+
+
+def weight_seen(url: str, container_id: str) -> int | None:
+    """The container's CPU weight as its agent last reported it."""
+    observed = api(url, f"/v1/containers/{container_id}").get("observed") or {}
+    shares: int | None = (observed.get("limits") or {}).get("cpu_shares")
+    return shares
