@@ -15,7 +15,13 @@ import docker
 import pytest
 
 from agent.runtime.plan import NO_IN_PLACE_REMOVAL, REMOVED_OUTSIDE
-from tests.docker.clusters import CONVERGE_SECONDS, deploy, running_cluster, wait_until_running
+from tests.docker.clusters import (
+    CONVERGE_SECONDS,
+    deploy,
+    running_cluster,
+    wait_for_weight,
+    wait_until_running,
+)
 from tests.docker.conftest import IMAGE
 from tests.docker.runtimes import MIB
 from tests.e2e.processes import allotctl, api, wait_for_node_state
@@ -40,10 +46,7 @@ def test_each_correction_is_one_drift_event(
         (record,) = deploy(url, "team-a", CACHE)
         wait_until_running(url, 1)
         reasons: list[str] = []
-        deadline = time.monotonic() + CONVERGE_SECONDS
-        while weight_seen(url, record["id"]) != POOL_WEIGHT:  # the pool update, then the agent
-            assert time.monotonic() < deadline, "the container never got its pool's weight"
-            time.sleep(0.1)
+        wait_for_weight(url, record["id"], POOL_WEIGHT)
         fixed = f"cpu_shares 2 -> {POOL_WEIGHT}"
 
         def held() -> str:
@@ -80,10 +83,3 @@ def test_each_correction_is_one_drift_event(
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.count("corrected: ") == len(reasons)
     assert len(reasons) == 5
-
-
-def weight_seen(url: str, container_id: str) -> int | None:
-    """The container's CPU weight as its agent last reported it."""
-    observed = api(url, f"/v1/containers/{container_id}").get("observed") or {}
-    shares: int | None = (observed.get("limits") or {}).get("cpu_shares")
-    return shares
