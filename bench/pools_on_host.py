@@ -197,16 +197,19 @@ def measure(
 @dataclass(frozen=True)
 class Crowding:
     """What else ran during a window: ``others`` cores used by everything but the burners,
-    and ``pb_alone`` the fraction of samples in which ``pb``'s burner shared its CPU with
-    none of ``pa``'s."""
+    ``busy`` cores used by everything (of the machine's ``os.cpu_count()``), and
+    ``pb_alone`` the fraction of samples in which ``pb``'s burner shared its CPU with none
+    of ``pa``'s."""
 
     others: float
+    busy: float
     pb_alone: float
 
     def line(self, case: str) -> str:
         return (
-            f"{case:10} others used {self.others:.2f} core; pb's burner had a CPU without"
-            f" pa's in {self.pb_alone:.0%} of samples"
+            f"{case:10} others used {self.others:.2f} core, the machine {self.busy:.2f} of"
+            f" {os.cpu_count()}; pb's burner had a CPU without pa's in {self.pb_alone:.0%}"
+            " of samples"
         )
 
 
@@ -241,8 +244,9 @@ class CrowdWatch:
     def crowding(self, burners: float) -> Crowding:
         """``burners``: the cores all burners used over the window."""
         elapsed = time.monotonic() - self._began
-        others = (busy_seconds() - self._busy) / elapsed - burners
-        return Crowding(others=others, pb_alone=self._alone / max(self._samples, 1))
+        busy = (busy_seconds() - self._busy) / elapsed
+        alone = self._alone / max(self._samples, 1)
+        return Crowding(others=busy - burners, busy=busy, pb_alone=alone)
 
 
 def host_clock(client: docker.DockerClient) -> CpuClock:
