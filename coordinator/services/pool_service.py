@@ -187,7 +187,7 @@ class PoolService:
         for pool in sorted(set(wanted) - set(self._on_demand)):
             log.info("pool created on demand", pool=pool, weight=1.0)
         for pool in sorted(set(self._on_demand) - set(wanted)):
-            log.info("pool created on demand removed", pool=pool, reason="no containers")
+            log.info("pool on demand removed", pool=pool, reason="no containers")
         self._on_demand = wanted
 
     async def update(
