@@ -15,7 +15,11 @@ its containers' cgroups (CPU time over a window of ``--window`` seconds) in thre
   burner burns); the tree says 1.75 and 0.25 core (pools spec section 3, step 5).
 
 It prints, per case and pool, the tree's fair share beside the cores measured and the
-pool's fraction of what all burners got. The machine is shared, so the absolute cores
+pool's fraction of what all burners got; and, per case, what the rest of the machine used
+meanwhile (``/proc/stat``'s busy time less the burners') and how the kernel placed the
+burners (sampled every 0.1 s: how often ``pb``'s burner had a CPU without any of ``pa``'s,
+the placement that gives 50/50 on two CPUs), to tell foreign load from the kernel's
+balancing. The machine is shared, so the absolute cores
 depend on what else runs; the fractions are what the pools' weights decide. Before each
 case it waits for the agent to report the containers' weights; ``--settle S`` sleeps S
 seconds instead, for a coordinator from before pools set weights.
@@ -52,6 +56,8 @@ BURNERS = {"pa": 3, "pb": 1}
 STRONG_FRACTION = 0.75  # of the node's CPUs: 1.5 of 2
 SETTLE_SECONDS = 60.0  # at most, for the weights to reach the containers (a loaded host)
 
+PLACEMENT_EVERY = 0.1  # seconds between looks at which CPU each burner is on
+
 # Container id -> CPU seconds its cgroup has used so far.
 CpuClock = Callable[[list[str]], dict[str, float]]
 
@@ -64,6 +70,7 @@ class Split:
     case: str
     fair: dict[str, float]
     cores: dict[str, float]
+    crowding: Crowding | None = None
 
     def fraction(self, pool: str) -> float:
         total = sum(self.cores.values())
@@ -73,12 +80,15 @@ class Split:
         return self.fair[pool] / sum(self.fair.values())
 
     def lines(self) -> list[str]:
-        return [
+        lines = [
             f"{self.case:10} {pool}: fair {self.fair[pool]:.2f} core,"
             f" measured {self.cores[pool]:.2f} core,"
             f" {self.fraction(pool):.0%} of the burners' CPU (fair {self.fair_fraction(pool):.0%})"
             for pool in sorted(self.cores)
         ]
+        if self.crowding is not None:
+            lines.append(self.crowding.line(self.case))
+        return lines
 
 
 def set_up(url: str, node: str, *, request: str = "1") -> dict[str, list[str]]:
@@ -162,15 +172,81 @@ def offered(inventory: Mapping[str, Any]) -> CpuSet:
     return online - isolated - reserved
 
 
-def measure(clock: CpuClock, pools: Mapping[str, list[str]], seconds: float) -> dict[str, float]:
-    """Each pool's cores over ``seconds``: the CPU time its containers used, per second."""
+def measure(
+    clock: CpuClock,
+    pools: Mapping[str, list[str]],
+    seconds: float,
+    *,
+    meanwhile: Callable[[], None] | None = None,
+) -> dict[str, float]:
+    """Each pool's cores over ``seconds``: the CPU time its containers used, per second;
+    ``meanwhile()`` is called every ``PLACEMENT_EVERY`` s during the window."""
     every = [cid for ids in pools.values() for cid in ids]
     first, began = clock(every), time.monotonic()
-    time.sleep(seconds)
+    if meanwhile is None:
+        time.sleep(seconds)
+    while meanwhile is not None and time.monotonic() - began < seconds:
+        time.sleep(PLACEMENT_EVERY)
+        meanwhile()
     last, elapsed = clock(every), time.monotonic() - began
     return {
         pool: sum(last[cid] - first[cid] for cid in ids) / elapsed for pool, ids in pools.items()
     }
+
+
+@dataclass(frozen=True)
+class Crowding:
+    """What else ran during a window: ``others`` cores used by everything but the burners,
+    ``busy`` cores used by everything (of the machine's ``os.cpu_count()``), and
+    ``pb_alone`` the fraction of samples in which ``pb``'s burner shared its CPU with none
+    of ``pa``'s."""
+
+    others: float
+    busy: float
+    pb_alone: float
+
+    def line(self, case: str) -> str:
+        return (
+            f"{case:10} others used {self.others:.2f} core, the machine {self.busy:.2f} of"
+            f" {os.cpu_count()}; pb's burner had a CPU without pa's in {self.pb_alone:.0%}"
+            " of samples"
+        )
+
+
+def busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (not idle, not waiting on I/O)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def on_cpu(pid: int) -> int:
+    """The CPU process ``pid`` last ran on (``/proc/PID/stat`` field 39)."""
+    after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(after_name[36])
+
+
+class CrowdWatch:
+    """Samples, when called, which CPU each burner is on; ``crowding`` then gives the
+    window's ``Crowding`` since the watch was made."""
+
+    def __init__(self, pools: Mapping[str, list[str]], pids: Mapping[str, int]) -> None:
+        self._pa = [pids[cid] for cid in pools["pa"]]
+        (self._pb,) = (pids[cid] for cid in pools["pb"])
+        self._busy, self._began = busy_seconds(), time.monotonic()
+        self._alone = self._samples = 0
+
+    def __call__(self) -> None:
+        pb_cpu = on_cpu(self._pb)
+        self._alone += all(on_cpu(pid) != pb_cpu for pid in self._pa)
+        self._samples += 1
+
+    def crowding(self, burners: float) -> Crowding:
+        """``burners``: the cores all burners used over the window."""
+        elapsed = time.monotonic() - self._began
+        busy = (busy_seconds() - self._busy) / elapsed
+        alone = self._alone / max(self._samples, 1)
+        return Crowding(others=busy - burners, busy=busy, pb_alone=alone)
 
 
 def host_clock(client: docker.DockerClient) -> CpuClock:
@@ -205,24 +281,31 @@ def run_cases(
     window: float,
     pause: Callable[[str, bool], None],
     settle: Callable[[], None],
+    pids: Mapping[str, int],
 ) -> list[Split]:
     """The three cases, in order; ``pause(container_id, stopped)`` stops or resumes one
-    container's burner, ``settle()`` waits for the containers' weights."""
+    container's burner, ``settle()`` waits for the containers' weights; ``pids``:
+    container id -> its burner's process."""
     pools = sorted(ids)
-    splits = []
+
+    def split(case: str) -> Split:
+        crowd = CrowdWatch(ids, pids)
+        cores = measure(clock, ids, window, meanwhile=crowd)
+        return Split(case, fair_cores(url, pools), cores, crowd.crowding(sum(cores.values())))
+
     settle()
-    splits.append(Split("both", fair_cores(url, pools), measure(clock, ids, window)))
+    splits = [split("both")]
     (idle,) = ids["pb"]
     pause(idle, True)
     try:
-        splits.append(Split("idle pb", fair_cores(url, pools), measure(clock, ids, window)))
+        splits.append(split("idle pb"))
     finally:
         pause(idle, False)
     before = fair_cores(url, pools)
     set_strong(url, STRONG_FRACTION * sum(before.values()))  # every CPU is shared out
     wait_for_update(url, before)
     settle()
-    splits.append(Split("strong pa", fair_cores(url, pools), measure(clock, ids, window)))
+    splits.append(split("strong pa"))
     return splits
 
 
@@ -251,7 +334,10 @@ def main() -> None:
                 wait_for_weights(cluster.url, ids)
 
         clock = host_clock(client)
-        splits = run_cases(cluster.url, ids, clock, window=args.window, pause=pause, settle=settle)
+        pids = {cid: host_pid(client, cid) for members in ids.values() for cid in members}
+        splits = run_cases(
+            cluster.url, ids, clock, window=args.window, pause=pause, settle=settle, pids=pids
+        )
     load = os.getloadavg()[0]
     print(f"node of {args.cpus} CPU(s); load average at the end {load:.2f} on this shared host")
     for split in splits:

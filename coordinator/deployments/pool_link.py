@@ -2,7 +2,9 @@
 and the unbound containers' CPU weights (and quotas where a limit says so) from their
 pool's fair share.
 
-Every container belongs to a pool (its deployment's, by default its namespace's). The pool
+Every container belongs to a pool (its deployment's, by default its namespace's); a pool
+the configuration lacks joins the tree on demand, top level with weight 1
+(``coordinator.pools.on_demand``), so every container has a fair share. The pool
 tree's update gets each pool's demand from its containers' requests; after it, the unbound
 containers of each pool get CPU weights in proportion to their part of the pool's fair
 share, and a hard CFS quota only where a limit says so (``coordinator.pools.host_weights``

@@ -3,6 +3,10 @@ containers, with a hard CFS quota only where a limit says so (pools spec section
 
 The mapping, in the spec's words:
 
+0. Every container belongs to a leaf pool: its deployment's, by default its namespace's,
+   which joins the tree on demand as a top-level pool of weight 1 when it is not
+   configured (``coordinator.pools.on_demand``; the spec's single ``default`` pool made
+   per namespace). So every unbound container's weight comes from the tree.
 1. A pool's fair share (``total``, a share of the cluster) is its CPU allowance:
    T x total_cpu cores. Its containers pinned to cores count against it first; the rest
    is apportioned to its unbound containers in proportion to their CPU demand (a
@@ -90,7 +94,9 @@ def host_weights(
     Postconditions: ``shares == clamp(round(1024 * entitled), 2, 262144)`` where
     ``entitled = pool.cores * demand / (the pool's summed demand)`` (split evenly when the
     pool's demand is 0); ``quota`` is None or within [min(0.01, limit), limit] for a
-    container with a limit. A container of a pool not in ``pools`` is entitled to 0."""
+    container with a limit. A container of a pool not in ``pools`` is entitled to 0 (the
+    coordinator passes every pool that holds containers: one not configured is created on
+    demand, ``coordinator.pools.on_demand``)."""
     listed = list(containers)
     demand: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)

@@ -10,7 +10,10 @@ loses at most that much accrual; the first update after a restart credits the wh
 since ``updated_at`` (up to one saturation period), as the agents kept the last quotas.
 
 A pool's demand comes from its containers; until deployments exist every demand is 0,
-so the update only accrues the integral pools' volumes.
+so the update only accrues the integral pools' volumes. A pool that holds containers but
+is not configured (a namespace's own) joins the tree on demand, top level with weight 1
+(``coordinator.pools.on_demand``), until its last container goes; it is listed and shown
+like the others, with ``{}`` for its config, and is never stored.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import msgspec
 
 from coordinator.config import PoolSettings
 from coordinator.pools import ROOT, PoolTree, Share
+from coordinator.pools.on_demand import on_demand, tree_pools
 from coordinator.store import Store, Txn
 from shared.api.nodes import NodeHealth, NodePressure, NodeRecord
 from shared.codec import json_decoder, to_json
@@ -70,7 +74,8 @@ class PoolService:
     ) -> None:
         self._store = store
         self._settings = msgspec.structs.asdict(settings)
-        self._pools = dict(pools)
+        self._pools = dict(pools)  # as configured: what the store holds
+        self._on_demand: list[str] = []  # in the tree too, while they hold containers
         self._tree = tree
         self._wall = wall_clock
         self._shares: dict[str, Share] = {}
@@ -106,11 +111,13 @@ class PoolService:
         return self._figures
 
     def config(self) -> dict[str, Any]:
-        """The whole tree as ``PoolTree.from_config`` takes it."""
-        return {"settings": dict(self._settings), "pools": dict(self._pools)}
+        """The whole tree as ``PoolTree.from_config`` takes it, the pools created on
+        demand included (as ``{}``)."""
+        return {"settings": dict(self._settings), "pools": tree_pools(self._pools, self._on_demand)}
 
     def names(self) -> list[str]:
-        return sorted(self._pools)
+        """Every pool of the tree: the configured ones and those created on demand."""
+        return sorted([*self._pools, *self._on_demand])
 
     def subtree(self, name: str) -> list[str]:
         """``name`` and every pool below it, by name (every pool for the root). O(pools)."""
@@ -124,7 +131,7 @@ class PoolService:
         return below
 
     def view(self, name: str) -> PoolView | None:
-        if name != ROOT and name not in self._pools:
+        if name != ROOT and name not in self._pools and name not in self._on_demand:
             return None
         share = self._shares.get(name)
         return PoolView(
@@ -150,12 +157,38 @@ class PoolService:
 
     async def _replace(self, pools: dict[str, dict[str, Any]]) -> None:
         state = self._tree.state()
-        tree = PoolTree.from_config({"settings": self._settings, "pools": pools}, state)
+        # The configuration alone must make a valid tree: no pool may sit below one that
+        # exists only on demand.
+        PoolTree.from_config({"settings": self._settings, "pools": pools}, state)
+        kept = on_demand(pools, self._on_demand)
+        tree = self._tree_of(pools, kept, state)
         await self._store.commit(
             Txn(puts={CONFIG_KEY: to_json(pools), STATE_KEY: to_json(tree.state())})
         )
-        self._pools, self._tree = pools, tree
-        self._shares = {n: s for n, s in self._shares.items() if n in pools or n == ROOT}
+        self._pools, self._on_demand, self._tree = pools, kept, tree
+        self._shares = {
+            n: s for n, s in self._shares.items() if n in pools or n in kept or n == ROOT
+        }
+
+    def _tree_of(
+        self, pools: Mapping[str, dict[str, Any]], added: list[str], state: Mapping[str, Any]
+    ) -> PoolTree:
+        config = {"settings": self._settings, "pools": tree_pools(pools, added)}
+        return PoolTree.from_config(config, state)
+
+    def _follow_demand(self, named: Mapping[str, object]) -> None:
+        """Create on demand the pools of ``named`` the configuration lacks, and drop those
+        created on demand that ``named`` no longer holds (the tree carries on from its
+        state)."""
+        wanted = on_demand(self._pools, named)
+        if wanted == self._on_demand:
+            return
+        self._tree = self._tree_of(self._pools, wanted, self._tree.state())
+        for pool in sorted(set(wanted) - set(self._on_demand)):
+            log.info("pool created on demand", pool=pool, weight=1.0)
+        for pool in sorted(set(self._on_demand) - set(wanted)):
+            log.info("pool on demand removed", pool=pool, reason="no containers")
+        self._on_demand = wanted
 
     async def update(
         self,
@@ -165,10 +198,14 @@ class PoolService:
     ) -> dict[str, Share]:
         """One fair-share update at the wall clock's now; persists the state when due.
         ``demands`` / ``usages``: leaf pool -> what its containers ask for / use (a pool
-        not in the tree, or not a leaf, is left out); usages are what a pool is charged
-        by with ``charge_volume_by_usage``, and its ``usage_share``."""
+        not configured joins the tree on demand, a configured pool that is not a leaf is
+        left out); usages are what a pool is charged by with ``charge_volume_by_usage``,
+        and its ``usage_share``."""
         now = self._wall()
-        leaves = set(self._pools) - {p.get("parent") for p in self._pools.values()}
+        self._follow_demand(demands or {})
+        leaves = set(self._on_demand) | (
+            set(self._pools) - {p.get("parent") for p in self._pools.values()}
+        )
 
         def per_leaf(amounts: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
             return {leaf: dict(amounts.get(leaf, {})) for leaf in leaves}

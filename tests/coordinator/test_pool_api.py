@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coordinator.config import PoolSettings
-from coordinator.services.pool_service import PoolService
+from coordinator.pools import PoolConfigError
+from coordinator.services.pool_service import CONFIG_KEY, PoolService
 from coordinator.store.sqlite import SqliteStore
 from tests.coordinator.conftest import API_TOKEN, Coordinator
 
@@ -156,4 +158,38 @@ async def test_volumes_survive_a_restart_and_the_gap_is_credited(tmp_path: Path)
     await restarted.update(total)
     after = restarted.view("research").introspection["accumulated_resource_ratio_volume"]  # type: ignore[union-attr]
     assert after == pytest.approx(0.1 * 150)  # the outage is credited
+    await store.close()
+
+
+async def test_a_pool_with_containers_and_no_configuration_joins_the_tree_on_demand(
+    tmp_path: Path,
+) -> None:
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    service = await PoolService.load(store, PoolSettings())
+    await service.put("prod", {"weight": 2.0})
+    total = {"cpu": 3.0, "memory": 2.0**40}
+    shares = await service.update(total, {"prod": {"cpu": 3.0}, "team-c": {"cpu": 3.0}})
+    # team-c is top level with weight 1: a third of the cluster against prod's weight 2
+    assert shares["team-c"].total == pytest.approx(1 / 3)
+    assert service.names() == ["prod", "team-c"]
+    shown = service.view("team-c")
+    assert shown is not None
+    assert shown.config == {}
+    assert service.config()["pools"]["team-c"] == {}
+
+    # nothing may sit below a pool that exists only on demand; nothing changes
+    with pytest.raises(PoolConfigError) as refused:
+        await service.put("batch", {"parent": "team-c"})
+    assert refused.value.code == "unknown_parent"
+    assert service.names() == ["prod", "team-c"]
+
+    # written, it is configured (and stored); its last container gone, an on-demand pool goes
+    await service.put("team-c", {"weight": 3.0})
+    await service.update(total, {"prod": {"cpu": 3.0}, "team-d": {"cpu": 1.0}})
+    assert service.names() == ["prod", "team-c", "team-d"]
+    (stored,) = [entry.value for entry in await store.range("/pools/") if entry.key == CONFIG_KEY]
+    assert sorted(json.loads(stored)) == ["prod", "team-c"]  # pools on demand are not stored
+    await service.update(total, {"prod": {"cpu": 3.0}})
+    assert service.names() == ["prod", "team-c"]
+    assert service.view("team-d") is None
     await store.close()

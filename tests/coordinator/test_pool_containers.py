@@ -228,3 +228,41 @@ async def test_weights_settle_on_the_fair_shares_after_concurrent_deploys(
         await asyncio.sleep(0.05)
     assert seen == {"team-a": [256] * 6, "team-b": [512]}
     await ws.close()
+
+
+async def test_namespaces_without_a_configured_pool_get_pools_on_demand_and_weights(
+    fast_pools: Coordinator,
+) -> None:
+    """team-a's pool is configured, team-b's and team-c's are not (each deployment names
+    its namespace's pool): deployed at once, the three pools are top-level pools of
+    weight 1 and share the 2 cores by thirds, so no container keeps Docker's 1024."""
+    ws = await register(fast_pools, "node-a")  # 2 cores
+    await oversell(fast_pools, "node-a", "2")
+    await call(fast_pools, "PUT", "/v1/pools/team-a", {"weight": 1.0})
+    half = {"resources": {"cpu": "0.5", "memory": "16Mi"}}
+    teams = ("team-a", "team-b", "team-c")
+    await asyncio.gather(
+        *(
+            call(fast_pools, "POST", f"/v1/namespaces/{team}/deployments", unbound("batch") | half)
+            for team in teams
+        )
+    )
+    wanted = {team: [341, 341] for team in teams}  # 2/3 core each pool, 1/3 a container
+    seen: dict[str, list[int]] = {}
+    for _ in range(200):
+        views = (await call(fast_pools, "GET", "/v1/containers"))["containers"]
+        seen = {team: [] for team in teams}
+        for view in views:
+            seen[view["record"]["namespace"]].append(view["record"]["limits"]["cpu_shares"])
+        if seen == wanted:
+            break
+        await asyncio.sleep(0.05)
+    assert seen == wanted
+    listed = {pool["name"]: pool for pool in (await call(fast_pools, "GET", "/v1/pools"))["pools"]}
+    assert {name: listed[name]["config"] for name in teams} == {
+        "team-a": {"weight": 1.0},
+        "team-b": {},
+        "team-c": {},
+    }
+    assert listed["team-c"]["share"]["total"] == pytest.approx(1 / 3)
+    await ws.close()

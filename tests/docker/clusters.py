@@ -92,3 +92,16 @@ def wait_until_running(url: str, count: int) -> list[dict[str, Any]]:
         if time.monotonic() > deadline:
             raise AssertionError(f"not all {count} containers running: {views}")
         time.sleep(0.2)
+
+
+def wait_for_weight(url: str, container_id: str, shares: int) -> None:
+    """Until the container's agent reports it holding CPU weight ``shares`` (its pool's
+    fair share reaches it after the next pool update)."""
+    deadline = time.monotonic() + CONVERGE_SECONDS
+    while True:
+        observed = api(url, f"/v1/containers/{container_id}").get("observed") or {}
+        if (observed.get("limits") or {}).get("cpu_shares") == shares:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"container {container_id} never held weight {shares}")
+        time.sleep(0.1)

@@ -24,6 +24,7 @@ from tests.docker.clusters import (
     Cluster,
     deploy,
     running_cluster,
+    wait_for_weight,
     wait_until_running,
 )
 from tests.docker.conftest import IMAGE
@@ -45,7 +46,9 @@ def test_bound_and_unbound_containers_hold_exactly_their_plan_on_the_host(
     cluster: Cluster, docker_client: docker.DockerClient
 ) -> None:
     """A bound container takes its node's one CPU whole from the shared pool (bound cores
-    stay exclusive), so the unbound one goes to the other node."""
+    stay exclusive), so the unbound one goes to the other node. Their pool, team-a's, is
+    created on demand with a fair share of what they ask for, 0.9 core: the bound one's
+    0.7 counts first, so the unbound one's weight is 0.2 core's, 205."""
     url, nodes = cluster.url, cluster.nodes
     common = {"image": IMAGE, "command": ["sleep", "3600"]}
     deploy(
@@ -59,7 +62,7 @@ def test_bound_and_unbound_containers_hold_exactly_their_plan_on_the_host(
             "resources": {"cpu": "0.7", "memory": "48Mi"},
         },
     )
-    deploy(
+    (batch,) = deploy(
         url,
         "team-a",
         common
@@ -70,6 +73,8 @@ def test_bound_and_unbound_containers_hold_exactly_their_plan_on_the_host(
             "resources": {"cpu": "0.2", "memory": "32Mi"},
         },
     )
+    wait_until_running(url, 2)
+    wait_for_weight(url, batch["id"], 205)
     views = wait_until_running(url, 2)
     host = this_host()
     assert sorted(view["record"]["node"] for view in views) == sorted(nodes)
@@ -86,7 +91,7 @@ def test_bound_and_unbound_containers_hold_exactly_their_plan_on_the_host(
         if record["deployment"] == "bound":
             assert (planned.cpu_shares, planned.cpu_quota) == (717, -1)
         else:
-            assert (planned.cpu_shares, planned.cpu_quota) == (1024, 20_000)
+            assert (planned.cpu_shares, planned.cpu_quota) == (205, 20_000)
         reported = host.settings(Limits(**view["observed"]["limits"]))
         assert reported == planned, record["id"]
 

@@ -1,7 +1,10 @@
 """Drift end to end: a coordinator and one agent, real processes on the real Docker
 engine. Each hand-made change the agent puts back is one ``drift`` event in the
 coordinator's log, whether the same change comes again, needs the container made anew,
-removes the container, or is made while the agent is down."""
+removes the container, or is made while the agent is down.
+
+team-a has no configured pool, so its pool is created on demand and the container's CPU
+weight is its pool's fair share, 0.2 core at 1024 per core: what the agent puts back."""
 
 from __future__ import annotations
 
@@ -12,7 +15,13 @@ import docker
 import pytest
 
 from agent.runtime.plan import NO_IN_PLACE_REMOVAL, REMOVED_OUTSIDE
-from tests.docker.clusters import CONVERGE_SECONDS, deploy, running_cluster, wait_until_running
+from tests.docker.clusters import (
+    CONVERGE_SECONDS,
+    deploy,
+    running_cluster,
+    wait_for_weight,
+    wait_until_running,
+)
 from tests.docker.conftest import IMAGE
 from tests.docker.runtimes import MIB
 from tests.e2e.processes import allotctl, api, wait_for_node_state
@@ -26,6 +35,7 @@ CACHE = {
     "soft_memory": True,
     "resources": {"cpu": "0.2", "memory": "32Mi"},
 }
+POOL_WEIGHT = round(1024 * 0.2)  # its pool's fair share: what it asks for, 0.2 core
 
 
 def test_each_correction_is_one_drift_event(
@@ -36,6 +46,8 @@ def test_each_correction_is_one_drift_event(
         (record,) = deploy(url, "team-a", CACHE)
         wait_until_running(url, 1)
         reasons: list[str] = []
+        wait_for_weight(url, record["id"], POOL_WEIGHT)
+        fixed = f"cpu_shares 2 -> {POOL_WEIGHT}"
 
         def held() -> str:
             (found,) = docker_client.api.containers(filters={"label": [f"allot.id={record['id']}"]})
@@ -53,9 +65,9 @@ def test_each_correction_is_one_drift_event(
             assert {(e["node"], e["container"]) for e in events} == {(node, record["id"])}
 
         docker_client.api.update_container(held(), cpu_shares=2)
-        corrected("cpu_shares 2 -> 1024")
+        corrected(fixed)
         docker_client.api.update_container(held(), cpu_shares=2)
-        corrected("cpu_shares 2 -> 1024")  # the same change again: another event
+        corrected(fixed)  # the same change again: another event
         docker_client.api.update_container(held(), mem_limit=64 * MIB, memswap_limit=64 * MIB)
         corrected(
             "mem_limit 64Mi -> 0", "memswap_limit 64Mi -> 0", f"recreated ({NO_IN_PLACE_REMOVAL})"
@@ -65,7 +77,7 @@ def test_each_correction_is_one_drift_event(
         agent.kill9()
         docker_client.api.update_container(held(), cpu_shares=2)
         agent.start()
-        corrected("cpu_shares 2 -> 1024")  # made while the agent was down
+        corrected(fixed)  # made while the agent was down
         wait_for_node_state(url, node, "ready")
         shown = allotctl(url, "events", "--kind", "drift")
         assert shown.returncode == 0, shown.stderr

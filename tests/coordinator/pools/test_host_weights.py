@@ -3,7 +3,8 @@ real pool tree, and properties over random trees and placements (hypothesis):
 
 - on every host, each container's weight is its entitlement at 1024 per core (within
   rounding, unless clamped to 2..262144), so any two pools' weights there are in
-  proportion to their fair shares on that host;
+  proportion to their fair shares on that host, pools created on demand included (a
+  container's pool need not be configured: ``coordinator.pools.on_demand``);
 - a container's quota never exceeds its own limit, and exists only where a limit says so;
 - the ceilings of an ancestor's leaves add up to at most its CPU limit.
 """
@@ -27,6 +28,7 @@ from coordinator.pools.host_weights import (
     host_weights,
     pool_ceilings,
 )
+from coordinator.pools.on_demand import tree_pools
 from tests.coordinator.pools.test_properties import configs
 
 TWO_CPUS = {"cpu": 2.0, "memory": 0.0}
@@ -87,11 +89,16 @@ def test_a_burst_pool_spending_its_volume_is_held_to_its_fair_share() -> None:
     assert ceilings == {"pa": shares["pa"].total * 2.0}
 
 
+UNCONFIGURED = ["ns-0", "ns-1"]  # namespaces' own pools, created on demand
+
+
 @st.composite
 def placements(draw: st.DrawFn) -> tuple[dict[str, Any], list[Unbound]]:
+    """A tree and unbound containers in its leaves, and in pools it does not hold."""
     config = draw(configs())
     pools = config["pools"]
     leaves = [p for p in pools if not any(q["parent"] == p for q in pools.values())]
+    leaves += UNCONFIGURED
     containers = []
     for index in range(draw(st.integers(1, 12))):
         demand = draw(st.sampled_from([0.01, 0.1, 0.5, 1.0, 2.0, 7.0]))
@@ -110,10 +117,13 @@ def test_per_host_weights_follow_fair_shares_and_quotas_keep_limits(
     demands: dict[str, dict[str, float]] = defaultdict(lambda: {"cpu": 0.0})
     for container in containers:
         demands[container.pool]["cpu"] += container.demand
-    shares = PoolTree.from_config(config).update({"cpu": total_cpu}, dict(demands), now=0.0)
-    ceilings = pool_ceilings(config["pools"], shares, total_cpu)
+    pools = tree_pools(config["pools"], demands)
+    tree = PoolTree.from_config({**config, "pools": pools})
+    shares = tree.update({"cpu": total_cpu}, dict(demands), now=0.0)
+    ceilings = pool_ceilings(pools, shares, total_cpu)
     targets = {p: PoolCpu(s.total * total_cpu, ceilings.get(p)) for p, s in shares.items()}
     weights = host_weights(targets, containers)
+    assert {c.pool for c in containers} <= set(targets)  # every container's pool has a share
 
     # each pool's fair share on each host, and its containers' weights there
     fair: dict[tuple[str, str], float] = defaultdict(float)
