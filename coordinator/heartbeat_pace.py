@@ -11,7 +11,7 @@ configured lease_seconds / heartbeat_seconds (3 by default), so a node is never 
 sooner than that many of its own intervals. ``planned`` is the connected fleet plus
 ``HEADROOM``: the pace changes, and every connected agent has to be told, only when the
 fleet outgrows it, which happens a logarithmic number of times as a fleet connects
-(about 6 times from 250 to 1,000 agents, 16 to 10,000), not once per agent. While every
+(with the defaults: 7 times up to 1,000 agents, 17 up to 10,000), not once per agent. While every
 agent holds a pace set for a fleet at least as large as the one connected, the fleet
 sends at most ``max_per_second`` heartbeats a second.
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 # The share by which a new pace over-provisions the fleet it is set for. Larger: fewer
 # re-paces as a fleet connects (each a small frame to every agent), intervals up to that
-# much longer than the ceiling needs. 1.25: about 5 frames per agent in all from 0 to
-# 10,000 agents, intervals at most 25 % longer than needed.
+# much longer than the ceiling needs. 1.25: 40,379 small frames in all (4 per agent) as
+# 10,000 agents connect one by one, intervals at most 25 % longer than needed.
 HEADROOM = 1.25
 
 
