@@ -26,9 +26,9 @@ def test_the_first_report_goes_at_once() -> None:
 def test_new_measurements_wait_for_the_full_report() -> None:
     pace = ReportPace(full_every=60.0)
     pace.sent(report(), now=100.0)
-    assert not pace.due(report(cpu=1.5, avg10=40.0), now=159.0)
+    assert not pace.due(report(cpu=1.5, avg10=4.5), now=159.0)
     assert pace.wait(now=159.0) == pytest.approx(1.0)
-    assert pace.due(report(cpu=1.5, avg10=40.0), now=160.0)
+    assert pace.due(report(cpu=1.5, avg10=4.5), now=160.0)
     assert pace.wait(now=161.0) == 0.0
 
 
@@ -46,6 +46,27 @@ def test_any_other_change_goes_at_once(changed: Status) -> None:
     pace = ReportPace(full_every=60.0)
     pace.sent(report(), now=100.0)
     assert pace.due(changed, now=100.5)
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "moved"),
+    [
+        (CpuPressure(source="psi", avg10=1.0), CpuPressure(source="psi", avg10=5.9), False),
+        (CpuPressure(source="psi", avg10=1.0), CpuPressure(source="psi", avg10=6.0), True),
+        (CpuPressure(source="psi", avg10=80.0), CpuPressure(source="psi", avg10=20.0), True),
+        (CpuPressure(source="psi", avg10=1.0), CpuPressure(source="throttling", avg10=1.0), True),
+        (None, CpuPressure(source="psi", avg10=0.0), True),
+        (CpuPressure(source="psi", avg10=0.0), None, True),
+        (None, None, False),
+    ],
+    ids=["wander", "step", "relief", "source", "appears", "vanishes", "never"],
+)
+def test_a_pressure_move_of_a_step_goes_at_once(
+    before: CpuPressure | None, now: CpuPressure | None, moved: bool
+) -> None:
+    pace = ReportPace(full_every=60.0)
+    pace.sent(msgspec.structs.replace(report(), pressure=before), now=100.0)
+    assert pace.due(msgspec.structs.replace(report(), pressure=now), now=100.5) == moved
 
 
 def test_a_full_report_period_of_zero_is_refused() -> None:
