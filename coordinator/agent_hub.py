@@ -55,6 +55,7 @@ from coordinator.metrics import Metrics
 from coordinator.services.events import Note
 from coordinator.services.nodes import node_name_problem
 from coordinator.services.registry import NodeRegistry
+from shared.api.nodes import NodeHealth
 from shared.logs import get_logger
 from shared.protocol import (
     PROTOCOL_VERSION,
@@ -111,9 +112,22 @@ class AgentHub:
             lease_seconds=config.lease_seconds,
             max_per_second=config.max_heartbeats_per_second,
         )
+        self._pace_the_loaded_fleet()
         self.acks = HostAcks(bound_seconds=config.removal_ack_seconds)
         logged = deployments.events.events()
         self._reports = [ReportedOnce(logged, DRIFT), ReportedOnce(logged, ATTEMPTS)]
+
+    def _pace_the_loaded_fleet(self) -> None:
+        """A coordinator that starts (or takes over) with live nodes in its store paces
+        for them at once: their agents were told a stretched lease and retry within a
+        quarter of it, so each node's fresh lease is the pace of that fleet, not the base
+        one; and as they come back they are welcomed at that pace, with no re-pace each
+        time the returning fleet outgrows the one before."""
+        live = [r.name for r in self._registry.all() if r.state != NodeHealth.LOST]
+        pace, grew = self._pacer.pace_for(agents=len(live))
+        if grew:
+            for name in live:
+                self._registry.stretch_lease(name, pace.lease_seconds)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         problem = self._authorizer.admission_problem(request)

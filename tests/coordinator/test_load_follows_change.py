@@ -107,6 +107,26 @@ async def test_intervals_stretch_with_the_fleet_and_no_node_is_lost(tmp_path: Pa
     assert len(nodes) == AGENTS
 
 
+async def test_a_restarted_coordinator_paces_for_the_fleet_in_its_store(tmp_path: Path) -> None:
+    """Its agents were told a stretched lease: their nodes' fresh leases are the pace of
+    that fleet, not the base one, and the first agent back is welcomed at it."""
+    settings = {"heartbeat_seconds": BEAT, "lease_seconds": LEASE}
+    async with coordinator_at(tmp_path, max_heartbeats_per_second=CEILING, **settings) as cluster:
+        sockets = await asyncio.gather(*(register(cluster, f"node-{n:02}") for n in range(AGENTS)))
+        for ws in sockets:
+            await ws.close()
+
+    async with coordinator_at(tmp_path, max_heartbeats_per_second=CEILING, **settings) as cluster:
+        await asyncio.sleep(3 * LEASE)  # no agent back yet: the base lease would have ended
+        nodes = (await cluster.get_json("/v1/nodes"))["nodes"]
+        ws = await cluster.connect()
+        await ws.send_bytes(hello("node-00"))
+        welcome = await receive_frame(ws)
+        await ws.close()
+    assert {node["state"] for node in nodes} == {"ready"}
+    assert welcome["heartbeat_seconds"] >= AGENTS / CEILING
+
+
 async def test_deltas_reach_a_real_agent_and_a_reconnect_gets_the_whole_state(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
