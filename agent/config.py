@@ -71,6 +71,14 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     resync_seconds: Annotated[
         float, Meta(gt=0, description="longest time between two full reconciles")
     ] = 10.0
+    full_report_seconds: Annotated[
+        float,
+        Meta(
+            gt=0,
+            description="longest time between two status reports; a change other than the"
+            " usage and pressure figures is reported at once",
+        ),
+    ] = 60.0
     stop_timeout_seconds: Annotated[
         int,
         Meta(

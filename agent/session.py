@@ -6,10 +6,14 @@ One attempt opens the websocket (wss:// for an https server, verified against
 ``tls_ca_file``, with the node's client certificate if it has one) with the join token,
 sends ``hello`` with the inventory and the containers the runtime sees, and waits for
 ``welcome``, which says how long the node's lease is, how often to send heartbeats, and
-the node's whole desired state. Every ``desired`` frame after it goes to the runtime, and
-every change of the runtime's report goes back as a ``status`` frame; each time the
-runtime acknowledges a newer desired revision (``start_fence``) a heartbeat says so at
-once. The session lasts until the socket closes or nothing at all (not even a pong to the
+the node's whole desired state. Every ``desired`` frame after it goes to the runtime: a
+delta whose ``since`` is not the revision the runtime holds is not applied, and a
+heartbeat asks for the whole state instead (``wants_full``). A desired frame may also
+stretch the heartbeat interval and the lease as the fleet grows. Every change of the
+runtime's report beyond its usage figures goes back as a ``status`` frame, and the whole
+report at least every ``full_report_seconds`` (``report_pace``); each time the runtime
+acknowledges a newer desired revision (``start_fence``) a heartbeat says so at once.
+The session lasts until the socket closes or nothing at all (not even a pong to the
 agent's websocket pings) has arrived for a lease length.
 After any failure the next attempt waits a capped, fully jittered exponential backoff;
 a welcome resets it. The welcome's lease length also caps it (a quarter of the lease,
@@ -35,12 +39,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
+import time
+from dataclasses import dataclass
 
 import aiohttp
 
 from agent.config import AgentConfig
 from agent.leader_watch import leader_answering
 from agent.metrics import AgentMetrics
+from agent.report_pace import ReportPace
 from agent.runtime.reconciler import Runtime
 from shared.backoff import Backoff
 from shared.inventory import Inventory
@@ -70,6 +77,15 @@ HANDSHAKE_TIMEOUT = aiohttp.ClientTimeout(total=30.0)
 # The longest reconnect delay, as a share of the node's lease: at least four tries before
 # the coordinator would mark the node lost, should /readyz not be reachable.
 LEASE_SHARE_OF_BACKOFF = 0.25
+
+
+@dataclass
+class _Pace:
+    """How often this session heartbeats and how long the node's lease is: the welcome's,
+    stretched by later desired frames as the fleet grows."""
+
+    heartbeat_seconds: float
+    lease_seconds: float
 
 
 class Refused(Exception):
@@ -203,14 +219,17 @@ async def _session(
         )
         notify(f"STATUS=registered with {url} as {welcome.node}")
         runtime.set_desired(welcome.revision, welcome.containers, full=True, welcome=True)
+        pace = _Pace(welcome.heartbeat_seconds, welcome.lease_seconds)
         helpers = [
-            asyncio.create_task(_heartbeats(ws, runtime, welcome.heartbeat_seconds)),
-            asyncio.create_task(_reports(ws, runtime)),
+            asyncio.create_task(_heartbeats(ws, runtime, pace)),
+            asyncio.create_task(
+                _reports(ws, runtime, ReportPace(full_every=config.full_report_seconds))
+            ),
             asyncio.create_task(_acknowledgements(ws, runtime)),
         ]
         metrics.set_connected(True)
         try:
-            return await _follow(ws, config, runtime, welcome)
+            return await _follow(ws, config, runtime, pace)
         finally:
             metrics.set_connected(False)
             for helper in helpers:
@@ -234,15 +253,15 @@ async def _await_welcome(ws: aiohttp.ClientWebSocketResponse, config: AgentConfi
 
 
 async def _follow(
-    ws: aiohttp.ClientWebSocketResponse, config: AgentConfig, runtime: Runtime, welcome: Welcome
+    ws: aiohttp.ClientWebSocketResponse, config: AgentConfig, runtime: Runtime, pace: _Pace
 ) -> str:
     """Read the coordinator's frames until the session ends; returns why it ended."""
     last_error = ""
     while True:
         try:
-            message = await ws.receive(timeout=welcome.lease_seconds)
+            message = await ws.receive(timeout=pace.lease_seconds)
         except TimeoutError:
-            return f"nothing heard from the coordinator for {welcome.lease_seconds:g}s"
+            return f"nothing heard from the coordinator for {pace.lease_seconds:g}s"
         if message.type != aiohttp.WSMsgType.BINARY:
             detail = f": {last_error}" if last_error else ""
             return f"socket closed with code {ws.close_code}{detail}"
@@ -258,23 +277,45 @@ async def _follow(
             last_error = f"{frame.message} ({frame.code})"
             log.warning("coordinator reported an error", code=frame.code, reason=frame.message)
         elif isinstance(frame, Desired):
-            log.debug(
-                "desired state received",
-                revision=frame.revision,
-                full=frame.full,
-                containers=len(frame.containers),
-                removed=len(frame.removed),
-            )
-            runtime.set_desired(
-                frame.revision, frame.containers, full=frame.full, removed=frame.removed
-            )
+            await _take_desired(ws, runtime, pace, frame)
         else:
             log.debug("repeated welcome ignored")
 
 
-async def _heartbeats(
-    ws: aiohttp.ClientWebSocketResponse, runtime: Runtime, interval: float
+async def _take_desired(
+    ws: aiohttp.ClientWebSocketResponse, runtime: Runtime, pace: _Pace, frame: Desired
 ) -> None:
+    """Hand ``frame`` to the runtime, or ask for the whole state when it is a delta on
+    another revision than the one the runtime holds; take its longer pace."""
+    if frame.heartbeat_seconds is not None and frame.lease_seconds is not None:
+        if frame.heartbeat_seconds != pace.heartbeat_seconds:
+            log.info(
+                "heartbeat interval stretched",
+                heartbeat_s=round(frame.heartbeat_seconds, 2),
+                lease_s=round(frame.lease_seconds, 2),
+            )
+        pace.heartbeat_seconds, pace.lease_seconds = frame.heartbeat_seconds, frame.lease_seconds
+    held = runtime.desired_revision
+    if not frame.full and frame.since is not None and frame.since != held:
+        log.warning(
+            "desired delta not applied; asking for the whole state",
+            revision=frame.revision,
+            since=frame.since,
+            held=held,
+        )
+        await ws.send_bytes(encode(_heartbeat(runtime, wants_full=True)))
+        return
+    log.debug(
+        "desired state received",
+        revision=frame.revision,
+        full=frame.full,
+        containers=len(frame.containers),
+        removed=len(frame.removed),
+    )
+    runtime.set_desired(frame.revision, frame.containers, full=frame.full, removed=frame.removed)
+
+
+async def _heartbeats(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime, pace: _Pace) -> None:
     """A heartbeat frame renews the node's lease; the websocket ping beside it is
     answered with a pong, which is how the agent hears that the coordinator is alive
     (the coordinator sends nothing else while all is well)."""
@@ -282,7 +323,7 @@ async def _heartbeats(
         while not ws.closed:
             await ws.send_bytes(encode(_heartbeat(runtime)))
             await ws.ping()
-            await asyncio.sleep(interval)
+            await asyncio.sleep(pace.heartbeat_seconds)
 
 
 async def _acknowledgements(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime) -> None:
@@ -295,20 +336,27 @@ async def _acknowledgements(ws: aiohttp.ClientWebSocketResponse, runtime: Runtim
             await ws.send_bytes(encode(_heartbeat(runtime)))
 
 
-def _heartbeat(runtime: Runtime) -> Heartbeat:
+def _heartbeat(runtime: Runtime, *, wants_full: bool = False) -> Heartbeat:
     return Heartbeat(
         applied_revision=runtime.report().applied_revision,
         acknowledged_revision=runtime.acknowledged_revision,
+        wants_full=wants_full,
     )
 
 
-async def _reports(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime) -> None:
-    """The runtime's report now, then each time it changes."""
+async def _reports(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime, pace: ReportPace) -> None:
+    """The runtime's report now, then each time it changes beyond its measurements, and
+    the whole of it whenever the full report is due (``report_pace``)."""
     seen = -1
     with contextlib.suppress(ConnectionError):
         while not ws.closed:
-            seen, report = await runtime.next_report(seen)
-            await ws.send_bytes(encode(report))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(pace.wait(now=time.monotonic()) if seen >= 0 else None):
+                    seen, _ = await runtime.next_report(seen)
+            report = runtime.report()
+            if pace.due(report, now=time.monotonic()):
+                await ws.send_bytes(encode(report))
+                pace.sent(report, now=time.monotonic())
 
 
 def _describe(error: BaseException) -> str:

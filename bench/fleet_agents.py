@@ -7,9 +7,11 @@ real protocol (``shared.protocol``) over its own websocket, with no Docker behin
 A simulated agent does what ``agent.session`` does, minus the runtime: it opens the
 agent socket with the join token, says hello with its inventory (and, on a reconnect,
 the containers it holds), takes the welcome's desired state, heartbeats (a heartbeat
-frame and a websocket ping) every interval the welcome names, and answers every
-``desired`` frame with a ``status`` frame saying each desired container is running at
-that revision. A lost session is retried after a capped, fully jittered backoff.
+frame and a websocket ping) every interval the welcome names, or a later desired frame
+stretches it to, and answers every ``desired`` frame with a ``status`` frame saying each
+desired container is running at that revision (a delta on another revision than the one
+it holds: a heartbeat asking for the whole state instead). A lost session is retried
+after a capped, fully jittered backoff.
 
 Inventories are heterogeneous and fixed by the seed and the node's index: 8 to 128
 cores, with or without SMT, on 1, 2 or 4 NUMA nodes, 4 to 16 GiB per core, no GPUs.
@@ -74,7 +76,8 @@ HEARTBEATS = 6
 DROPPED = 7  # sessions that ended while the fleet was not stopping
 FAILED = 8  # connection attempts that got no welcome
 REFUSED = 9  # attempts the coordinator answered with an error frame
-COLUMNS = 10
+DESIRED_BYTES = 10  # bytes of the desired frames received
+COLUMNS = 11
 
 
 class Tally:
@@ -171,6 +174,7 @@ class SimulatedAgent:
         self.inventory = inventory
         self.tally = tally
         self.revision = 0
+        self.interval = 0.0  # between heartbeats
         self.held: dict[str, DesiredContainer] = {}
         self.seen: set[str] = set()
 
@@ -217,7 +221,8 @@ class SimulatedAgent:
         self._take(welcome.revision, welcome.containers, full=True, removed=())
         self.tally.add(WELCOMES)
         self.tally.add(CONNECTED)  # last: a count of CONNECTED sees what is HELD
-        beating = asyncio.create_task(self._heartbeats(ws, welcome.heartbeat_seconds))
+        self.interval = welcome.heartbeat_seconds
+        beating = asyncio.create_task(self._heartbeats(ws))
         try:
             async with ws:
                 await self._report(ws)
@@ -260,8 +265,24 @@ class SimulatedAgent:
             frame = decode_from_coordinator(message.data)
             if isinstance(frame, Desired):
                 self.tally.add(DESIRED_FRAMES)
-                self._take(frame.revision, frame.containers, full=frame.full, removed=frame.removed)
-                await self._report(ws)
+                self.tally.add(DESIRED_BYTES, len(message.data))
+                if frame.heartbeat_seconds is not None:
+                    self.interval = frame.heartbeat_seconds
+                if not frame.full and frame.since not in (None, self.revision):
+                    await ws.send_bytes(
+                        encode(Heartbeat(applied_revision=self.revision, wants_full=True))
+                    )
+                    continue
+                if (
+                    frame.full
+                    or frame.containers
+                    or frame.removed
+                    or frame.revision != self.revision
+                ):
+                    self._take(
+                        frame.revision, frame.containers, full=frame.full, removed=frame.removed
+                    )
+                    await self._report(ws)
 
     def _take(
         self,
@@ -306,13 +327,13 @@ class SimulatedAgent:
             await ws.send_bytes(encode(status))
             self.tally.add(STATUS_FRAMES)
 
-    async def _heartbeats(self, ws: aiohttp.ClientWebSocketResponse, interval: float) -> None:
+    async def _heartbeats(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         with contextlib.suppress(ConnectionError):
             while not ws.closed:
                 await ws.send_bytes(encode(Heartbeat(applied_revision=self.revision)))
                 await ws.ping()
                 self.tally.add(HEARTBEATS)
-                await asyncio.sleep(interval)
+                await asyncio.sleep(self.interval)
 
 
 async def run_fleet(

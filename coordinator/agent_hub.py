@@ -5,12 +5,17 @@ certificate: ``agent_identity``) is checked before the upgrade (401 otherwise, w
 closes the connection, held back for a source that keeps failing: ``AuthRefusals``); the
 first frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may be
 the node it names; the node is registered and persisted, then answered with ``welcome``
-carrying the node's whole desired state; afterwards ``heartbeat`` renews the node's lease
-and says which desired revision the agent acknowledged (``host_acks``: a removal's answer
-waits for it) and ``status`` updates its health and what its containers are doing; the
-drift, restarts and failed tries a status reports are events, each once
-(``agent_reports``). After every change of a node's containers the node's agent is sent
-its whole desired state again (``desired``, full). A newer session for the same node
+carrying the node's whole desired state and its heartbeat pace; afterwards ``heartbeat``
+renews the node's lease and says which desired revision the agent acknowledged
+(``host_acks``: a removal's answer waits for it) and ``status`` updates its health and
+what its containers are doing; the drift, restarts and failed tries a status reports are
+events, each once (``agent_reports``). After every change of a node's containers the
+node's agent is sent what changed since the revision it was last sent (``desired``, a
+delta: ``desired_feed``), or the whole state when its heartbeat asks for it
+(``wants_full``). The heartbeat interval stretches as the fleet grows, so the fleet stays
+under ``max_heartbeats_per_second`` (``heartbeat_pace``): each welcome carries the pace
+of the moment, and when the fleet outgrows it every connected agent is sent the longer
+one (in a delta), its node's lease stretched first. A newer session for the same node
 replaces the older one, whose frames are no longer acted on. When a lease expires the node
 is marked lost and its socket, if one is still open, is closed, so a node always comes
 back through a fresh ``hello``.
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -40,19 +46,21 @@ from coordinator.agent_identity import AgentAuthorizer, AgentRefusal
 from coordinator.agent_reports import ATTEMPTS, DRIFT, ReportedOnce
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
+from coordinator.desired_feed import DesiredFeed
 from coordinator.errors import ApiError, Unauthorized
+from coordinator.heartbeat_pace import Pacer
 from coordinator.host_acks import HostAcks
 from coordinator.http.auth import BEARER_HINT, AuthRefusals
 from coordinator.metrics import Metrics
 from coordinator.services.events import Note
 from coordinator.services.nodes import node_name_problem
 from coordinator.services.registry import NodeRegistry
+from shared.api.nodes import NodeHealth
 from shared.logs import get_logger
 from shared.protocol import (
     PROTOCOL_VERSION,
     SUBPROTOCOL,
     AgentFrame,
-    Desired,
     Error,
     Heartbeat,
     Hello,
@@ -70,6 +78,12 @@ log = get_logger("allot.coordinator.agents")
 CLOSE_REPLACED = 4000
 CLOSE_LEASE_EXPIRED = 4001
 PUBLISH_SLICE = 100  # nodes sent their desired state between two turns of the loop
+
+
+@dataclass(eq=False)
+class _Session:
+    ws: web.WebSocketResponse
+    feed: DesiredFeed  # what its agent holds of the node's desired state, and its pace
 
 
 class AgentHub:
@@ -92,10 +106,28 @@ class AgentHub:
             join_token=config.join_token, client_ca=bool(config.tls_client_ca_file)
         )
         self._metrics = metrics
-        self._sessions: dict[str, web.WebSocketResponse] = {}
+        self._sessions: dict[str, _Session] = {}
+        self._pacer = Pacer(
+            heartbeat_seconds=config.heartbeat_seconds,
+            lease_seconds=config.lease_seconds,
+            max_per_second=config.max_heartbeats_per_second,
+        )
+        self._pace_the_loaded_fleet()
         self.acks = HostAcks(bound_seconds=config.removal_ack_seconds)
         logged = deployments.events.events()
         self._reports = [ReportedOnce(logged, DRIFT), ReportedOnce(logged, ATTEMPTS)]
+
+    def _pace_the_loaded_fleet(self) -> None:
+        """A coordinator that starts (or takes over) with live nodes in its store paces
+        for them at once: their agents were told a stretched lease and retry within a
+        quarter of it, so each node's fresh lease is the pace of that fleet, not the base
+        one; and as they come back they are welcomed at that pace, with no re-pace each
+        time the returning fleet outgrows the one before."""
+        live = [r.name for r in self._registry.all() if r.state != NodeHealth.LOST]
+        pace, grew = self._pacer.pace_for(agents=len(live))
+        if grew:
+            for name in live:
+                self._registry.stretch_lease(name, pace.lease_seconds)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         problem = self._authorizer.admission_problem(request)
@@ -140,10 +172,10 @@ class AgentHub:
                     [Note("lost", record.reason, node=record.name)]
                 )
                 await self._deployments.report_pressure(record.name, None)  # no longer known
-                ws = self._sessions.pop(record.name, None)
+                session = self._sessions.pop(record.name, None)
                 self.acks.disconnected(record.name)
-                if ws is not None:
-                    await ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
+                if session is not None:
+                    await session.ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
 
     def mark_desired(self, nodes: set[str]) -> None:
         """These nodes' desired state moved (a commit): ``publish_desired`` sends it."""
@@ -151,33 +183,42 @@ class AgentHub:
         self._wake.set()
 
     async def publish_desired(self) -> None:
-        """Send each connected node that was marked its whole desired state, until
-        cancelled. Off the commit path: the answer to a request waits for its commit,
-        never for websockets, and nodes marked again while a round of sends is under way
-        get one send for all of those marks. A node not connected gets it in its next
-        welcome."""
+        """Send each connected node that was marked what its agent lacks of its desired
+        state and pace (``desired_feed``), until cancelled. Off the commit path: the
+        answer to a request waits for its commit, never for websockets, and nodes marked
+        again while a round of sends is under way get one send for all of those marks. A
+        node not connected gets its state in its next welcome."""
         while True:
             await self._wake.wait()
             self._wake.clear()
             dirty, self._dirty = self._dirty, set()
             for count, node in enumerate(sorted(dirty), 1):
-                ws = self._sessions.get(node)
-                if ws is not None:
-                    revision, containers = self._deployments.desired(node)
-                    frame = Desired(revision=revision, full=True, containers=containers)
-                    try:
-                        await ws.send_bytes(encode(frame))
-                    except Exception as error:  # its session ends on its own; others go on
-                        log.info("desired state not sent", node=node, error=repr(error))
+                session = self._sessions.get(node)
+                if session is not None:
+                    await self._send_desired(node, session)
                 if count % PUBLISH_SLICE == 0:
                     await asyncio.sleep(0)  # let requests and heartbeats in between
+
+    async def _send_desired(self, node: str, session: _Session) -> None:
+        revision, containers = self._deployments.desired(node)
+        frame = session.feed.frame(revision, containers, self._pacer.pace)
+        if frame is None:
+            return
+        if frame.lease_seconds is not None:  # covered before the agent slows down
+            self._registry.stretch_lease(node, frame.lease_seconds)
+        try:
+            await session.ws.send_bytes(encode(frame))
+        except Exception as error:  # its session ends on its own; others go on
+            log.info("desired state not sent", node=node, error=repr(error))
 
     async def close_all(self) -> None:
         sessions, self._sessions = self._sessions, {}
         for node in sessions:
             self.acks.disconnected(node)
-        for ws in sessions.values():
-            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down")
+        for session in sessions.values():
+            await session.ws.close(
+                code=WSCloseCode.GOING_AWAY, message=b"coordinator shutting down"
+            )
 
     async def _serve(
         self, ws: web.WebSocketResponse, address: str, certified: frozenset[str] | None
@@ -192,30 +233,40 @@ class AgentHub:
         if previous is not None and previous.inventory != record.inventory:
             await self._deployments.follow_inventory(name, previous.inventory, record.inventory)
         older = self._sessions.get(name)
-        self._sessions[name] = ws
+        pace, grew = self._pacer.pace_for(agents=len(self._sessions) + (older is None))
+        # From here to the welcome's bytes nothing awaits, so no delta reaches the agent
+        # before the welcome its feed starts from.
+        revision, containers = self._deployments.desired(name)
+        session = _Session(ws, DesiredFeed(revision, containers, pace))
+        self._sessions[name] = session
         self.acks.connected(name, acknowledges=hello.acknowledges)
+        self._registry.stretch_lease(name, pace.lease_seconds)
+        welcome = Welcome(
+            node=name,
+            lease_seconds=pace.lease_seconds,
+            heartbeat_seconds=pace.heartbeat_seconds,
+            revision=revision,
+            containers=containers,
+        )
+        await ws.send_bytes(encode(welcome))
+        if grew:
+            log.info(
+                "heartbeat interval stretched",
+                agents=len(self._sessions),
+                heartbeat_s=round(pace.heartbeat_seconds, 2),
+                lease_s=round(pace.lease_seconds, 2),
+            )
+            self.mark_desired(set(self._sessions))  # each is sent the longer pace
         if older is not None:
             log.warning("agent session replaced", node=name, address=address)
-            await older.close(code=CLOSE_REPLACED, message=b"replaced by a newer session")
-        revision, containers = self._deployments.desired(name)
-        await ws.send_bytes(
-            encode(
-                Welcome(
-                    node=name,
-                    lease_seconds=self._config.lease_seconds,
-                    heartbeat_seconds=self._config.heartbeat_seconds,
-                    revision=revision,
-                    containers=containers,
-                )
-            )
-        )
+            await older.ws.close(code=CLOSE_REPLACED, message=b"replaced by a newer session")
         log.info("agent connected", node=name, address=address, state=record.state)
         try:
             while (frame := await self._receive(ws, name, address)) is not None:
-                if self._sessions.get(name) is ws:  # a replaced session's last words count no more
+                if self._sessions.get(name) is session:  # a replaced session's words count no more
                     await self._dispatch(name, frame)
         finally:
-            if self._sessions.get(name) is ws:
+            if self._sessions.get(name) is session:
                 del self._sessions[name]
                 self.acks.disconnected(name)
         log.info("agent disconnected", node=name, address=address, code=ws.close_code)
@@ -308,6 +359,10 @@ class AgentHub:
         if isinstance(frame, Heartbeat):
             self._registry.heartbeat(name)
             self.acks.acknowledged(name, frame.acknowledged_revision)
+            if frame.wants_full:
+                log.info("agent asked for its whole desired state", node=name)
+                self._sessions[name].feed.want_full()
+                self.mark_desired({name})
         elif isinstance(frame, Status):
             self._registry.heartbeat(name)
             await self._registry.report_problems(name, frame.problems)

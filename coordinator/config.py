@@ -163,8 +163,22 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
         float, Meta(gt=0, description="a node is lost after this long without a heartbeat")
     ] = 15.0
     heartbeat_seconds: Annotated[
-        float, Meta(gt=0, description="how often agents send a heartbeat")
+        float,
+        Meta(
+            gt=0,
+            description="how often agents send a heartbeat, while the fleet is small enough"
+            " for max_heartbeats_per_second",
+        ),
     ] = 5.0
+    max_heartbeats_per_second: Annotated[
+        float,
+        Meta(
+            gt=0,
+            description="the most heartbeats the whole fleet sends a second: agents' intervals"
+            " (and their nodes' leases with them) stretch as the fleet grows past"
+            " heartbeat_seconds times this",
+        ),
+    ] = 50.0
     removal_ack_seconds: Annotated[
         float,
         Meta(

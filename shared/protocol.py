@@ -187,6 +187,10 @@ class Heartbeat(msgspec.Struct, frozen=True, kw_only=True, tag="heartbeat", tag_
     # The newest desired revision the agent holds such that no create or start of a
     # container it leaves out is under way, and none will begin (agent.runtime.start_fence).
     acknowledged_revision: Revision = 0
+    # True: the agent could not apply a desired delta (its ``since`` was not the revision
+    # the agent holds) and asks for the whole desired state. An older coordinator ignores
+    # it; it sends whole states only.
+    wants_full: bool = False
 
 
 class CpuPressure(msgspec.Struct, frozen=True, kw_only=True):
@@ -215,10 +219,14 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, tag="status", tag_field=
     pressure: CpuPressure | None = None
 
 
+# A heartbeat interval or a lease length, in seconds: above 0, at most a day.
+PaceSeconds = Annotated[float, Meta(gt=0, le=86_400)]
+
+
 class Welcome(msgspec.Struct, frozen=True, kw_only=True, tag="welcome", tag_field="type"):
     node: str
-    lease_seconds: float
-    heartbeat_seconds: float
+    lease_seconds: float  # this node's: it grows with the heartbeat interval
+    heartbeat_seconds: float  # stretched with the fleet (coordinator.heartbeat_pace)
     revision: int = 0
     containers: list[DesiredContainer] = []  # the full desired state
 
@@ -228,6 +236,14 @@ class Desired(msgspec.Struct, frozen=True, kw_only=True, tag="desired", tag_fiel
     full: bool  # True: containers is the whole desired state; False: only what changed
     containers: list[DesiredContainer] = []
     removed: list[str] = []  # container ids no longer desired (with full=False)
+    # With full=False: the revision this delta applies to. An agent that holds another
+    # asks for the whole state (``Heartbeat.wants_full``). None from an older coordinator.
+    since: Revision | None = None
+    # A longer heartbeat interval and lease for this node, as the fleet grew; None: as
+    # before. A delta may carry only these (no container changed). An older agent ignores
+    # them and keeps the welcome's interval, which the coordinator's lease still covers.
+    heartbeat_seconds: PaceSeconds | None = None
+    lease_seconds: PaceSeconds | None = None
 
 
 class Error(

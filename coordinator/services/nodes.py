@@ -91,9 +91,26 @@ class NodeLeases:
         self.lease_seconds = lease_seconds
         self._deadline: dict[str, float] = {}
         self._heap: list[tuple[float, str]] = []
+        # Nodes whose agent was given a longer lease than ``lease_seconds`` (a heartbeat
+        # interval stretched with the fleet: ``coordinator.heartbeat_pace``).
+        self._length: dict[str, float] = {}
+
+    def length_of(self, name: str) -> float:
+        """How long the node's lease lasts from each renewal."""
+        return self._length.get(name, self.lease_seconds)
+
+    def stretch(self, name: str, seconds: float, *, now: float) -> None:
+        """From now on the node's lease lasts ``seconds`` (never less than
+        ``lease_seconds``), and it is renewed for that long at once: its agent is about
+        to be told to heartbeat less often."""
+        if seconds > self.lease_seconds:
+            self._length[name] = seconds
+        else:
+            self._length.pop(name, None)
+        self.renew(name, now=now)
 
     def renew(self, name: str, *, now: float) -> None:
-        self.set_deadline(name, now + self.lease_seconds)
+        self.set_deadline(name, now + self.length_of(name))
 
     def set_deadline(self, name: str, deadline: float) -> None:
         self._deadline[name] = deadline

@@ -195,9 +195,18 @@ class NodeRegistry:
 
     def heartbeat(self, name: str) -> None:
         """Extend a live node's lease; a lost node must say hello again first."""
-        record = self._records.get(name)
-        if record is not None and record.state != NodeHealth.LOST:
+        if self._live(name):
             self._leases.renew(name, now=self._monotonic())
+
+    def stretch_lease(self, name: str, seconds: float) -> None:
+        """A live node's lease lasts ``seconds`` from now on, renewed at once: its agent
+        is being given a longer heartbeat interval (``coordinator.heartbeat_pace``)."""
+        if self._live(name):
+            self._leases.stretch(name, seconds, now=self._monotonic())
+
+    def _live(self, name: str) -> bool:
+        record = self._records.get(name)
+        return record is not None and record.state != NodeHealth.LOST
 
     async def report_problems(self, name: str, problems: Sequence[str]) -> None:
         async with self._writing.setdefault(name, asyncio.Lock()):
@@ -218,7 +227,10 @@ class NodeRegistry:
             return []
         previous = [self._records[name] for name in due]
         wall = self._wall()
-        lost = [on_lease_expired(r, lease_seconds=self.lease_seconds, now=wall) for r in previous]
+        lost = [
+            on_lease_expired(r, lease_seconds=self._leases.length_of(r.name), now=wall)
+            for r in previous
+        ]
         try:
             await self._save(lost)
         except BaseException:

@@ -299,3 +299,62 @@ def test_a_welcome_is_taken_even_below_the_revision_held() -> None:
     assert runtime.desired_revision == 9
     runtime.set_desired(0, [], full=True, welcome=True)
     assert runtime.desired_revision == 0
+
+
+def desired_frame(revision: int, *ids: str, **fields: Any) -> bytes:
+    containers = [{"id": cid, "image": "allot/busybox:test"} for cid in ids]
+    frame = {"type": "desired", "revision": revision, "containers": containers} | fields
+    return bytes(msgpack.packb(frame))
+
+
+async def test_a_delta_on_another_revision_is_not_applied_and_the_whole_state_is_asked_for(
+    agent_log: pytest.LogCaptureFixture,
+) -> None:
+    runtime = idle_runtime(make_inventory())
+    asked = asyncio.Event()
+
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome(lease=60.0, heartbeat=30.0))
+        await ws.send_bytes(desired_frame(2, "c1", full=False, since=0))  # applies
+        await ws.send_bytes(desired_frame(7, "c3", full=False, since=5))  # 3 to 5 missed
+        while not (await coordinator.next_frame(ws)).get("wants_full"):
+            pass
+        asked.set()
+        await ws.send_bytes(desired_frame(7, "c1", "c3", full=True))
+        await ws.send_bytes(desired_frame(8, full=False, since=7, removed=["c1"]))
+        while True:
+            await coordinator.next_frame(ws)
+
+    coordinator = ScriptedCoordinator(serve)
+    async with running(coordinator, runtime):
+        await eventually(asked.is_set)
+        await eventually(lambda: runtime.desired_revision == 8)
+    refused = [r for r in agent_log.records if r.getMessage().startswith("desired delta not")]
+    assert [fields_of(r) for r in refused] == [{"revision": 7, "since": 5, "held": 2}]
+    assert runtime.report().applied_revision == 0  # the loop never ran: only taken in
+
+
+async def test_a_longer_pace_slows_the_heartbeats_and_lengthens_the_silence_allowed() -> None:
+    stretched = asyncio.Event()
+
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        await ws.send_bytes(welcome(lease=0.5, heartbeat=0.05))
+        await coordinator.next_frame(ws)  # the first heartbeat
+        pace = {"heartbeat_seconds": 30.0, "lease_seconds": 90.0}
+        await ws.send_bytes(desired_frame(0, full=False, since=0, **pace))
+        stretched.set()
+        while True:
+            await coordinator.next_frame(ws)
+
+    coordinator = ScriptedCoordinator(serve, autoping=False)  # no pong: only the lease counts
+    async with running(coordinator):
+        await eventually(stretched.is_set)
+        await asyncio.sleep(0.2)
+        beats_then = beats(coordinator)
+        await asyncio.sleep(1.0)  # two welcome leases, twenty welcome intervals
+        assert beats(coordinator) <= beats_then + 1
+    assert len(coordinator.hellos) == 1  # the session outlived the welcome's lease
+
+
+def beats(coordinator: ScriptedCoordinator) -> int:
+    return sum(1 for f in coordinator.received if f["type"] == "heartbeat")

@@ -357,7 +357,12 @@ def test_our_frame_read_by_plain_msgpack() -> None:
     [
         (
             Heartbeat(applied_revision=2, acknowledged_revision=3),
-            {"type": "heartbeat", "applied_revision": 2, "acknowledged_revision": 3},
+            {
+                "type": "heartbeat",
+                "applied_revision": 2,
+                "acknowledged_revision": 3,
+                "wants_full": False,
+            },
         ),
         (
             Welcome(node="n", lease_seconds=15.0, heartbeat_seconds=5.0),
