@@ -18,6 +18,7 @@ import msgpack
 import pytest
 
 from agent.config import AgentConfig
+from agent.metrics import AgentMetrics
 from agent.session import run_link
 from coordinator.keys import DEPLOYMENTS, HUB
 from shared.logs import fields_of
@@ -142,7 +143,7 @@ async def test_deltas_reach_a_real_agent_and_a_reconnect_gets_the_whole_state(
         )
         inventory = make_inventory()
         runtime = idle_runtime(inventory, node="node-a")
-        link = asyncio.create_task(run_link(config, inventory, runtime))
+        link = asyncio.create_task(run_link(config, inventory, runtime, AgentMetrics()))
         try:
             await eventually(lambda: runtime.desired_revision is not None)
             path = "/v1/namespaces/team-a/deployments"
