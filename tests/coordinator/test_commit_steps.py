@@ -100,6 +100,7 @@ class Held(Store):
 class Leader:
     fenced: FencedStore
     lease: int
+    won_at: int
     deposed: list[str]
 
 
@@ -122,7 +123,7 @@ async def elected(
         on_deposed=deposed.append,
         most_operations=most,
     )
-    return Leader(fenced, lease, deposed)
+    return Leader(fenced, lease, won.revision, deposed)
 
 
 @pytest.fixture
