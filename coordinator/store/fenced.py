@@ -264,8 +264,10 @@ class FencedStore:
                 f" --max-txn-ops ({self._page}) allows in one transaction; start every"
                 " member with a larger --max-txn-ops; nothing was committed"
             )
+        started = time.monotonic()
         journal = f"{JOURNALS}{self._fence.create_revision}-{next(self._serial)}"
-        begin = Txn(compares=txn.compares, puts={journal: encoded(txn)}, lease=txn.lease)
+        writes = encoded(txn)
+        begin = Txn(compares=txn.compares, puts={journal: writes}, lease=txn.lease)
         try:
             begun = await self._marked(begin, marker, time.monotonic() + SETTLE_SECONDS)
         except asyncio.CancelledError:  # the journal may yet apply, unknown to memory
@@ -283,8 +285,10 @@ class FencedStore:
             "commit made in steps",
             journal=journal,
             writes=operations(txn),
+            journal_bytes=len(writes),
             steps=len(pages) + 1,
             revision=result.revision,
+            took_s=round(time.monotonic() - started, 3),
         )
         return result
 
