@@ -4,7 +4,7 @@ etcd refuses a transaction with more operations than its ``--max-txn-ops`` (128 
 default); a drain of a node holding thousands of containers writes several keys for each.
 ``FencedStore`` commits such a transaction in steps, pages of ``split``:
 
-    pages = split(txn, most=128)          # [puts..., then deletes...], none over 128
+    pages = split(txn, most=128)          # [deletes..., then puts...], none over 128
     journal = encoded(txn)                # what a leader needs to finish it
 
 1. The journal step: the transaction's compares, the fence, and one put,
@@ -12,9 +12,13 @@ default); a drain of a node holding thousands of containers writes several keys 
    refuses the commit as a whole and nothing is written, as for any commit. Once this
    step commits, the decision is taken: it will be finished, by this leader or the next.
 2. The write steps: the pages in order, each fenced, each compared on the journal's
-   revision; the last one also deletes the journal. Puts come before deletes, so a
-   state between two steps holds a new record or allocation before an old one goes,
-   never after: a node is never charged less than what runs on it.
+   revision; the last one also deletes the journal. The deletes come first, then the
+   puts in the transaction's own order (the sequencer's: each node's allocation header,
+   then its allocations, then the records). A state between two steps holds some of
+   the old allocations and some of the new, never an allocation of each on the same
+   core: it may charge a node less than what runs there, and no decision is taken on
+   it (the leader decides again only once the last step is in; the next leader only
+   once it finished the journal). A standby follows the steps as they come.
 3. A leader that dies or is deposed between steps leaves the journal; the next leader
    finishes it before it serves (``finish``): it writes the whole journal again, in
    pages, then deletes it. Writing again is harmless: a put of the same value and a
@@ -53,12 +57,12 @@ def operations(txn: Txn) -> int:
 
 def split(txn: Txn, *, most: int) -> list[Txn]:
     """The writes of ``txn`` (not its compares) as pages of at most ``most`` operations,
-    its puts in key order, then its deletes in key order: at least one page, equivalent
-    to ``txn``'s writes when applied in order. O(writes)."""
+    its deletes, then its puts, each in ``txn``'s order: at least one page, equivalent to
+    ``txn``'s writes when applied in order. O(writes)."""
     if most < 1:
         raise ValueError(f"a step holds at least one operation, got {most}")
-    writes: list[tuple[str, bytes | None]] = sorted(txn.puts.items())
-    writes += [(key, None) for key in sorted(txn.deletes)]
+    writes: list[tuple[str, bytes | None]] = [(key, None) for key in txn.deletes]
+    writes += txn.puts.items()
     pages: list[Txn] = []
     for start in range(0, len(writes), most):
         page = writes[start : start + most]

@@ -19,6 +19,7 @@ import pytest
 from bench.etcd_cluster import EtcdCluster
 from coordinator.app import make_app
 from coordinator.config import CoordinatorConfig
+from coordinator.deployments.stored_books import read_books
 from coordinator.keys import DEPLOYMENTS as SERVICE
 from coordinator.keys import STORE
 from coordinator.store import Store
@@ -83,6 +84,15 @@ async def assert_drained(cluster: Coordinator) -> None:
     assert where == [(False, "node-b")] * CONTAINERS + [(True, "node-a")] * CONTAINERS
     assert await cluster.app[STORE].range(JOURNALS) == []
     await assert_memory_is_a_fresh_load(cluster)
+    await assert_revisions_are_the_stores(cluster)
+
+
+async def assert_revisions_are_the_stores(cluster: Coordinator) -> None:
+    """The revisions the books keep are those a fresh load reads: each node header's
+    (which the next commit compares) and each node's desired state's."""
+    books, fresh = cluster.app[SERVICE]._books, await read_books(cluster.app[STORE])
+    assert books.allocation_revision == fresh.allocation_revision
+    assert books.node_revision == fresh.node_revision
 
 
 @pytest.fixture
@@ -143,6 +153,7 @@ async def test_large_deployments_asked_for_at_once_are_each_committed_whole_on_e
         assert len(listed) == sum(sizes)
         assert await cluster.app[STORE].range(JOURNALS) == []
         await assert_memory_is_a_fresh_load(cluster)
+        await assert_revisions_are_the_stores(cluster)
         for ws in agents:
             await ws.close()
     assert leader.deposed == []
@@ -181,7 +192,7 @@ async def test_a_leader_stopped_between_a_drains_steps_is_finished_by_the_next(
     old = await elected(old_store, held)
     replica = await Replica.follow(new_store)
     warm = Warm(replica, share_base=settings_for(tmp_path).share_base)
-    async with serving_on(tmp_path / "old", old.fenced) as first:
+    async with serving_on(tmp_path / "old", old.fenced) as first, held:
         agents = await filled_node_a(first)
         held.allowed = 2
         draining = asyncio.create_task(call(first, "POST", "/v1/nodes/node-a/drain"))

@@ -30,7 +30,7 @@ async def test_the_next_leader_process_finishes_a_drain_its_predecessor_left_hal
     held = Held(store)
     old = await elected(store, held)
     try:
-        async with serving_on(tmp_path / "old", old.fenced) as first:
+        async with serving_on(tmp_path / "old", old.fenced) as first, held:
             agents = await filled_node_a(first)
             held.allowed = 2  # the journal and the first page, then it stops
             draining = asyncio.create_task(call(first, "POST", "/v1/nodes/node-a/drain"))
