@@ -8,7 +8,8 @@ scripts from this folder, as ``etcd_cluster``).
     cluster.kill(0); cluster.restart(0) # a crash (SIGKILL), and the member rejoining
 
 ``scripts/provision`` installs Debian's etcd-server. Every member runs with transaction
-limits raised the way the README tells operators (``ETCD_FLAGS``).
+limits raised the way the README tells operators (``ETCD_FLAGS``), unless told a
+``max_txn_ops`` of its own (the tests of commits made in steps give it a small one).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from typing import Any
 # the history of 100,000 containers between compactions (README).
 MAX_TXN_OPS = 10_000
 ETCD_FLAGS = (
-    f"--max-txn-ops={MAX_TXN_OPS}",
     "--max-request-bytes=33554432",
     "--quota-backend-bytes=8589934592",
 )
@@ -53,7 +53,8 @@ class Member:
 
 
 class EtcdCluster:
-    def __init__(self, root: Path, size: int = 3) -> None:
+    def __init__(self, root: Path, size: int = 3, *, max_txn_ops: int = MAX_TXN_OPS) -> None:
+        self.max_txn_ops = max_txn_ops
         ports = free_ports(2 * size)
         self.members = [
             Member(f"m{i}", ports[2 * i], ports[2 * i + 1], root / f"m{i}") for i in range(size)
@@ -140,6 +141,7 @@ class EtcdCluster:
                 f"--initial-cluster={self._initial}",
                 f"--initial-cluster-state={state}",
                 "--initial-cluster-token=allot-tests",
+                f"--max-txn-ops={self.max_txn_ops}",
                 *ETCD_FLAGS,
             ],
             stdout=log,

@@ -106,6 +106,14 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             " calls wait at most 1 s)",
         ),
     ] = 10.0
+    etcd_max_txn_ops: Annotated[
+        int,
+        Meta(
+            ge=8,
+            description="etcd: the --max-txn-ops its members run with; a decision with more"
+            " writes is committed in several fenced steps",
+        ),
+    ] = 10_000
     etcd_compact_seconds: Annotated[
         float,
         Meta(

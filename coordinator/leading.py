@@ -125,7 +125,9 @@ async def _lead(
             witness=replica.store,
             on_deposed=deposed.set_result,
             quorum=quorum,
+            most_operations=config.etcd_max_txn_ops,
         )
+        await replica.caught_up(await fenced.finish_journals())
         kept = None if warm is None else warm.take()
         app = make_app(config, store=fenced, warm=kept)
         app[METRICS].follow_connections(doors)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from bench.etcd_cluster import EtcdCluster, EtcdUnavailable, etcd_missing
+from bench.etcd_cluster import MAX_TXN_OPS, EtcdCluster, EtcdUnavailable, etcd_missing
 
 # No per-example deadline: on a loaded two-core CI machine a slow example is not a
 # failure (speed is measured by bench/, never asserted in tests). A failing example is
@@ -26,6 +26,7 @@ ETCD_HOW_TO_FIX = (
     "run scripts/provision (as root it installs etcd-server), or set"
     f" {ETCD_OPT_OUT}=1 to skip the etcd tests on purpose"
 )
+SMALL_TXN_OPS = 128  # etcd's own default --max-txn-ops
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -65,13 +66,23 @@ def quiet_etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etc
     yield from _started_etcd_cluster(tmp_path_factory.mktemp("etcd-quiet"))
 
 
-def _started_etcd_cluster(root: Path) -> Iterator[EtcdCluster]:
+@pytest.fixture(scope="session")
+def small_txn_etcd_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdCluster]:
+    """One member with etcd's default --max-txn-ops (128): commits larger than that are
+    made in steps, and a test of them need not write thousands of keys."""
+    root = tmp_path_factory.mktemp("etcd-small-txn")
+    yield from _started_etcd_cluster(root, size=1, max_txn_ops=SMALL_TXN_OPS)
+
+
+def _started_etcd_cluster(
+    root: Path, *, size: int = 3, max_txn_ops: int = MAX_TXN_OPS
+) -> Iterator[EtcdCluster]:
     if os.environ.get(ETCD_OPT_OUT) == "1":
         pytest.skip(f"{ETCD_OPT_OUT}=1: etcd tests skipped on request")
     missing = etcd_missing()
     if missing:
         pytest.fail(f"{missing}; {ETCD_HOW_TO_FIX}", pytrace=False)
-    cluster = EtcdCluster(root)
+    cluster = EtcdCluster(root, size, max_txn_ops=max_txn_ops)
     try:
         cluster.start()
     except EtcdUnavailable as error:

@@ -10,7 +10,9 @@ requests never refuse each other without a real conflict. Deciders queued while 
 is in flight form the next batch, committed as one store transaction (one fsync for all
 of them); only when it succeeded are the books changed and the touched nodes handed to
 the publishers, and only then is each caller answered. A failed commit changes nothing
-in memory, and each of its callers gets the error.
+in memory, and each of its callers gets the error. A batch with more writes than etcd
+takes in one transaction is committed in fenced steps (``coordinator.store.steps``), and
+applied once the last one committed, each revision the books keep set to its key's step.
 
 The naive way, which this replaced: each request changed memory, then awaited its own
 commit and put a snapshot of all of memory back when it failed; a second request read
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -38,12 +40,19 @@ from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.node_records import (
+    ALLOCATION_PREFIX,
     allocation_key,
     container_allocation_key,
     node_writes,
+    parse_key,
 )
 from coordinator.deployments.outcome import DeployRefused
-from coordinator.deployments.records import container_key, deployment_key, pending_key
+from coordinator.deployments.records import (
+    CONTAINER_PREFIX,
+    container_key,
+    deployment_key,
+    pending_key,
+)
 from coordinator.deployments.timings import NO_TIMINGS, Timings
 from coordinator.services.events import EventLog, Note
 from coordinator.services.quota_service import QUOTA_PREFIX
@@ -67,9 +76,9 @@ PREEMPTIONS_KEY = "/preemptions"
 # so a batch costs O(deciders x its size); 256 small decisions copy in well under 10 ms.
 MOST_PER_BATCH = 256
 # A batch stops growing before its writes pass this (``Decision.operations``), so that
-# concurrent large deployments commit one after another rather than fail together: etcd
-# refuses a transaction over its --max-txn-ops, which the README has set to 10,000 (a
-# 1,000-container deployment is about 4,100). A decision larger on its own goes alone.
+# concurrent large deployments do not make one ever larger commit. A decision larger on
+# its own goes alone; on etcd, one with more writes than its --max-txn-ops is committed
+# in several fenced steps (``coordinator.store.steps``), on SQLite in one transaction.
 MOST_OPERATIONS_PER_BATCH = 9_000
 
 
@@ -288,6 +297,8 @@ class Sequencer:
         self._context.quotas.apply(batch.quotas)
         books.inline_allocations.difference_update(batch.nodes)
         touched = books.apply(batch, result.revision)
+        if result.revisions:
+            _stamped_by_step(books, batch, result.revision, result.revisions)
         books.keep_preemptions(preemptions)
         self._events.confirm(staged)
         published = time.perf_counter()
@@ -314,6 +325,33 @@ class Sequencer:
                 {"node": node},
             )
         return Compare(entry.key, entry.mod_revision)
+
+
+def _stamped_by_step(
+    books: Books, batch: Decision, last: int, revisions: Mapping[str, int]
+) -> None:
+    """After a commit made in steps, each revision the books keep for what ``batch``
+    wrote is the revision of the step that wrote its key, as a fresh load reads it back
+    (``Books.apply`` stamped them all with the ``last`` step's): a node header's, which
+    the next commit compares; a node's desired state's, the newest of its keys; a newly
+    stopping container's. O(keys written)."""
+    newest: dict[str, int] = {}
+    for key, revision in revisions.items():
+        if key.startswith(ALLOCATION_PREFIX):
+            node = parse_key(key)[0]
+        elif key.startswith(CONTAINER_PREFIX):
+            node = batch.containers[key.removeprefix(CONTAINER_PREFIX)].node
+        else:
+            continue
+        newest[node] = max(newest.get(node, 0), revision)
+    for node in batch.nodes:
+        books.allocation_revision[node] = revisions[allocation_key(node)]
+    for node, revision in newest.items():
+        if node in books.node_revision:
+            books.node_revision[node] = revision
+    for container_id, record in batch.containers.items():
+        if record.stopping and books.stop_revision.get(container_id) == last:
+            books.stop_revision[container_id] = revisions[container_key(container_id)]
 
 
 def _failed(error: BaseException) -> Exception:

@@ -265,7 +265,23 @@ class WarmBooks:
         ours = [event for event in events if event.key.startswith(_FOLLOWED)]
         if ours:
             revision = max(event.mod_revision for event in events)
+            # A node's allocations written without its header (a step of a commit made
+            # in several, ``coordinator.store.steps``): the header keeps its revision,
+            # the one a commit compares and a fresh load reads.
+            headless = _headless_nodes(ours)
+            kept = {n: self._books.allocation_revision.get(n) for n in headless}
             self._books.apply(change_of(ours, self._books), revision)
+            for node, header_at in kept.items():
+                if header_at is not None and node in self._books.allocation_revision:
+                    self._books.allocation_revision[node] = header_at
+
+
+def _headless_nodes(events: list[Event]) -> set[str]:
+    """The nodes whose allocations ``events`` change without their header."""
+    allocations = [parse_key(e.key) for e in events if e.key.startswith(ALLOCATION_PREFIX)]
+    return {node for node, cid in allocations if cid} - {
+        node for node, cid in allocations if not cid
+    }
 
 
 def _held(books: Books, container_id: str) -> ContainerRecord | None:

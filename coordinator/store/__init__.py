@@ -77,6 +77,10 @@ class Txn:
 class TxnResult:
     succeeded: bool
     revision: int  # the store's revision after this transaction (unchanged if it failed)
+    # A commit made in several steps (``coordinator.store.steps``): the revision each key
+    # it put was written at, which is ``revision`` only for those of its last step. Empty
+    # for a commit made in one transaction: every key it wrote has ``revision``.
+    revisions: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

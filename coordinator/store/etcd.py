@@ -51,6 +51,7 @@ PAGE_KEYS = 1000  # entries per range request: a page of containers stays a few 
 SMALL_CALL_SECONDS = 1.0
 COMMIT_SECONDS = 1.0
 COMMIT_OPERATIONS_PER_SECOND = 1000
+BYTES_PER_OPERATION = 256  # about a container's record or allocation
 ENCODED_OFF_LOOP_OPS = 100  # a transaction this large is built on a worker thread
 _LIMITS = {
     "too many operations in txn request": (
@@ -130,8 +131,11 @@ class EtcdStore:
             request = await asyncio.to_thread(self._encoded_txn, txn)
         else:
             request = self._encoded_txn(txn)
+        # Weighed by its bytes too: the journal of a commit made in steps is one put of
+        # every write's value (``coordinator.store.steps``).
         operations = len(txn.puts) + len(txn.deletes) + len(txn.compares)
-        deadline = min(self._t, COMMIT_SECONDS + operations / COMMIT_OPERATIONS_PER_SECOND)
+        weight = max(operations, len(request) // BYTES_PER_OPERATION)
+        deadline = min(self._t, COMMIT_SECONDS + weight / COMMIT_OPERATIONS_PER_SECOND)
         try:
             answer = await self._link.call(
                 lambda s, m: s.encoded_txn(request, metadata=m, timeout=deadline), retry=False

@@ -37,6 +37,13 @@ to about 1,070. Reusing them took 6-8 % off etcd's CPU per commit, the delete's 
 the put and compare that remain are what the settling needs (the README has the
 figures).
 
+A commit with more writes than etcd's ``--max-txn-ops`` (``most_operations``) is made in
+steps, each fenced and marked as above: a journal holding its writes, on its compares,
+then its writes in pages (``coordinator.store.steps`` states the order and why each state
+between steps is sound). A leader stopped between steps (deposed, cancelled, an outcome
+it could not settle) gives up leadership; the next finishes the journal before serving
+(``finish_journals``).
+
 While etcd's quorum is known lost (``quorum``, see ``coordinator.store.quorum``), a
 commit is refused at once with ``QuorumLost``, unsent; one already in flight is settled
 as above, and a write queued behind it need not wait for that.
@@ -66,6 +73,10 @@ from coordinator.store import (
     TxnResult,
 )
 from coordinator.store.quorum import Quorum
+from coordinator.store.steps import JOURNALS, decoded, encoded, operations, split
+from shared.logs import get_logger
+
+log = get_logger("allot.coordinator.store")
 
 REFUSED_BY_THE_FENCE = "a commit was refused by the fence: another coordinator holds the leader key"
 OUTCOME_UNKNOWN = (
@@ -108,8 +119,11 @@ class FencedStore:
         witness: Store,
         on_deposed: Callable[[str], None],
         quorum: Quorum | None = None,
+        most_operations: int | None = None,
     ) -> None:
         self._store = store
+        # etcd's --max-txn-ops: a commit with more writes is made in steps (None: never).
+        self._page = most_operations
         # Known lost: a commit is refused at once, unsent (one in flight is still settled).
         self.quorum = quorum
         self._witness = witness
@@ -147,7 +161,10 @@ class FencedStore:
                 self._left = left
         marker = self._free.pop() if self._free else self._new_marker()
         try:
-            result = await self._marked(txn, marker, time.monotonic() + SETTLE_SECONDS)
+            if self._page is not None and operations(txn) > self._room():
+                result = await self._in_steps(txn, marker)
+            else:
+                result = await self._marked(txn, marker, time.monotonic() + SETTLE_SECONDS)
         except OutcomeUnknown:
             raise  # the marker's revision is unknown: it is never used again
         except StoreError:
@@ -228,6 +245,85 @@ class FencedStore:
                 self._depose(why)
                 raise OutcomeUnknown(why)
             await asyncio.sleep(SETTLE_PAUSE_SECONDS)
+
+    def _room(self) -> int:
+        """The caller's writes that fit in one step: etcd's limit less the marker's put,
+        the journal's delete and the deletes of earlier leaders' markers still to go."""
+        assert self._page is not None
+        return max(1, self._page - 2 - len(self._left or ()))
+
+    async def _in_steps(self, txn: Txn, marker: Marker) -> TxnResult:
+        """``txn``, too large for one etcd transaction, committed in steps (see
+        ``coordinator.store.steps``): the journal with ``txn``'s compares, then its
+        writes in pages. Stopped between steps, the leadership ends, so that the next
+        leader finishes it: this one's memory would lag the store meanwhile."""
+        compares = len(txn.compares) + 2  # with the fence and the marker's
+        if self._page is not None and compares > self._page:
+            raise StoreError(
+                f"a commit comparing {len(txn.compares)} keys: more than this etcd's"
+                f" --max-txn-ops ({self._page}) allows in one transaction; start every"
+                " member with a larger --max-txn-ops; nothing was committed"
+            )
+        started = time.monotonic()
+        journal = f"{JOURNALS}{self._fence.create_revision}-{next(self._serial)}"
+        writes = encoded(txn)
+        begin = Txn(compares=txn.compares, puts={journal: writes}, lease=txn.lease)
+        try:
+            begun = await self._marked(begin, marker, time.monotonic() + SETTLE_SECONDS)
+        except asyncio.CancelledError:  # the journal may yet apply, unknown to memory
+            self._depose("a commit in steps was cancelled while its journal was in flight")
+            raise
+        if not begun.succeeded:
+            return begun
+        pages = split(txn, most=self._room())
+        try:
+            result = await self._finish(journal, begun.revision, pages, marker)
+        except BaseException as error:
+            self._depose(f"a commit in steps stopped between two of them ({error!r})")
+            raise
+        log.info(
+            "commit made in steps",
+            journal=journal,
+            writes=operations(txn),
+            journal_bytes=len(writes),
+            steps=len(pages) + 1,
+            revision=result.revision,
+            took_s=round(time.monotonic() - started, 3),
+        )
+        return result
+
+    async def _finish(self, journal: str, seen: int, pages: list[Txn], marker: Marker) -> TxnResult:
+        """``pages`` committed in order, each compared on ``journal`` still being at
+        ``seen``; the last one deletes it."""
+        pages[-1] = replace(pages[-1], deletes=(*pages[-1].deletes, journal))
+        revisions: dict[str, int] = {}
+        result = TxnResult(succeeded=True, revision=seen)
+        for page in pages:
+            step = replace(page, compares=(Compare(journal, seen),))
+            result = await self._marked(step, marker, time.monotonic() + SETTLE_SECONDS)
+            if not result.succeeded:  # the fence held: no leader may touch its journal
+                raise StoreError(f"the journal {journal} changed under its own steps")
+            revisions.update(dict.fromkeys(page.puts, result.revision))
+        return replace(result, revisions=revisions)
+
+    async def finish_journals(self) -> int:
+        """Finish every commit that a leader before this one left between its steps
+        (each journal's writes made again, then the journal deleted); the store's
+        revision after. To be called once elected, before anything is read to serve."""
+        for entry in await self._store.range(JOURNALS):
+            txn = decoded(entry.value)
+            if self._left is None:
+                self._left = {e.key for e in await self._store.range(MARKERS)}
+            marker = self._free.pop() if self._free else self._new_marker()
+            pages = split(txn, most=self._room()) if self._page else [txn]
+            await self._finish(entry.key, entry.mod_revision, pages, marker)
+            self._free.append(marker)
+            log.warning(
+                "finished a commit an earlier leader left between steps",
+                journal=entry.key,
+                writes=operations(txn),
+            )
+        return self._store.revision
 
     def _new_marker(self) -> Marker:
         return Marker(f"{MARKERS}{self._fence.create_revision}-{next(self._serial)}", 0)
