@@ -191,7 +191,7 @@ async def test_a_leader_stopped_between_a_drains_steps_is_finished_by_the_next(
     held = Held(old_store)
     old = await elected(old_store, held)
     replica = await Replica.follow(new_store)
-    warm = Warm(replica, share_base=settings_for(tmp_path).share_base)
+    warm = await Warm.build(replica, share_base=settings_for(tmp_path).share_base)
     async with serving_on(tmp_path / "old", old.fenced) as first, held:
         agents = await filled_node_a(first)
         held.allowed = 2
