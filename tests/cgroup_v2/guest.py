@@ -145,7 +145,7 @@ class Guest:
             "'{{index .Config.Labels \"allot.id\"}} {{.Id}} {{.State.StartedAt}}'"
             " 2>/dev/null; true"
         ).splitlines()
-        return {line.split()[0]: " ".join(line.split()[1:]) for line in lines}
+        return {line.split()[0]: " ".join(line.split()[1:]) for line in lines if line.strip()}
 
     def docker_id(self, allot_id: str) -> str:
         """The Docker id of the container the agent made for ``allot_id``."""

@@ -188,15 +188,24 @@ def test_install_a_deployments_limits_appear_in_the_v2_files(installed: Guest) -
     (view,) = answer["containers"]
     container_id = view["record"]["id"]
     wait_in_guest(installed, f"docker ps -q --filter label=allot.id={container_id} | grep -q .")
-    limits = msgspec.convert(view["record"]["limits"], Limits)
-    expected = expected_files(
-        limits,
-        runc=installed.runc_version,
-        online=installed.online,
-        memory_nodes=installed.memory_nodes,
-    )
-    files = installed.cgroup_files(container_id)
-    assert {name: files.get(name) for name in expected} == expected
+    # The deploy's answer holds Docker's default weight; the pool update that follows gives
+    # the container its pool's (a namespace's own pool joins the tree on demand). The
+    # files must come to what the record says now.
+    deadline = time.monotonic() + CONVERGE_SECONDS
+    while True:
+        record = allotctl(installed, "container", container_id)["record"]
+        expected = expected_files(
+            msgspec.convert(record["limits"], Limits),
+            runc=installed.runc_version,
+            online=installed.online,
+            memory_nodes=installed.memory_nodes,
+        )
+        files = installed.cgroup_files(container_id)
+        found = {name: files.get(name) for name in expected}
+        if found == expected or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert found == expected
 
 
 def ours(guest: Guest) -> dict[str, str]:

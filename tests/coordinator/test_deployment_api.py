@@ -4,6 +4,7 @@ nodes, visible per namespace, deleted, and kept across a restart."""
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,25 @@ def spec(name: str = "web", **fields: Any) -> dict[str, Any]:
     return body | fields
 
 
+# What the agent on each test websocket holds of its desired state (see next_desired).
+_HELD: weakref.WeakKeyDictionary[aiohttp.ClientWebSocketResponse, dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 async def next_desired(ws: aiohttp.ClientWebSocketResponse) -> dict[str, Any]:
+    """The next desired frame on ``ws``, its ``containers`` made the whole desired state an
+    agent holds after it, as the agent folds frames: a full frame replaces what it held, a
+    delta (the coordinator's usual frame) changes the containers it carries and drops the
+    ids in ``removed``. What was held starts empty, as a new node's welcome is."""
     while (frame := await receive_frame(ws))["type"] != "desired":
         pass
-    return frame
+    held = {} if frame["full"] else dict(_HELD.get(ws, {}))
+    for removed in frame.get("removed", []):
+        held.pop(removed, None)
+    held.update((container["id"], container) for container in frame["containers"])
+    _HELD[ws] = held
+    return frame | {"containers": list(held.values())}
 
 
 async def test_a_deployment_is_placed_committed_and_pushed_to_its_node(
@@ -75,7 +91,7 @@ async def test_a_deployment_is_placed_committed_and_pushed_to_its_node(
     assert {c["limits"]["cpu_shares"] for c in containers} == {512}
     assert {c["limits"]["mem_limit"] for c in containers} == {64 * MIB}
     desired = await next_desired(ws)
-    assert desired["full"] is True
+    assert (desired["full"], desired["since"]) == (False, 0)  # a delta on the welcome's
     pushed = {c["id"]: c for c in desired["containers"]}
     assert sorted(pushed) == sorted(c["id"] for c in containers)
     for container in containers:

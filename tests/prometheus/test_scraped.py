@@ -67,8 +67,10 @@ def watched(
     tmp_path_factory: pytest.TempPathFactory, docker_client: docker.DockerClient
 ) -> Iterator[Watched]:
     workdir = tmp_path_factory.mktemp("watched")
-    # Passes every second, so that CPU usage (two samples) is known soon.
-    resync = ("--resync-seconds=1",)
+    # Passes every second, so that CPU usage (two samples) is known soon, and the whole
+    # report every second: an agent sends a status only on change, its usage figures
+    # (what the coordinator's usage families show) at least every full_report_seconds.
+    resync = ("--resync-seconds=1", "--full-report-seconds=1")
     with running_cluster(workdir, docker_client, nodes=1, agent_args=resync) as cluster:
         api(cluster.url, "/v1/elasticquotas/team-a", QUOTA, method="PUT")
         api(cluster.url, "/v1/pools/team-a", POOL, method="PUT")
