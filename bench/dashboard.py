@@ -34,7 +34,7 @@ sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").reso
 from bench.deployments import host  # noqa: E402
 from coordinator.app import make_app  # noqa: E402
 from coordinator.config import CoordinatorConfig, NamespaceToken  # noqa: E402
-from coordinator.keys import DEPLOYMENTS, POOLS, QUOTAS, REGISTRY  # noqa: E402
+from coordinator.keys import DEPLOYMENTS, POOLS, QUOTAS  # noqa: E402
 from coordinator.quotas import Quota  # noqa: E402
 from shared.api.deployments import DeploymentSpec, ResourcesSpec  # noqa: E402
 
@@ -62,7 +62,7 @@ async def run(nodes: int, containers: int, runs: int, directory: Path) -> None:
     started = time.perf_counter()
     names = [f"node-{i:04d}" for i in range(nodes)]
     for name in names:
-        await app[REGISTRY].hello(
+        await app[DEPLOYMENTS].hello(
             name, inventory=host(name), address="127.0.0.1", agent_version="b"
         )
     service = app[DEPLOYMENTS]

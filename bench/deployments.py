@@ -96,7 +96,7 @@ async def service_on(store: SqliteStore, names: list[str]) -> DeploymentService:
     pools = await PoolService.load(store, PoolSettings())
     service = await DeploymentService.load(store, registry, quotas, pools, share_base=100)
     for name in names:
-        await registry.hello(name, inventory=host(name), address="127.0.0.1", agent_version="b")
+        await service.hello(name, inventory=host(name), address="127.0.0.1", agent_version="b")
     return service
 
 

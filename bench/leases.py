@@ -214,7 +214,7 @@ sys.exit(code)
 async def _seed(directory: Path, containers: int) -> None:
     """Fill the store in ``directory`` with ``containers`` memory-mode containers of
     0.1 CPU and 256 MiB: 100 a node on nodes of 24 CPUs and 128 GiB, registered as an
-    agent's hello registers them, in deployments ``web-<k>`` of 1,000 (container i of
+    agent's hello registers them (``on_hello``), in deployments ``web-<k>`` of 1,000 (container i of
     deployment i // 1,000 on node i % nodes). The records are the coordinator's own
     (``node_writes`` of allocation states, ``ContainerRecord``, ``DeploymentRecord``), committed
     100 nodes at a time."""
@@ -222,8 +222,9 @@ async def _seed(directory: Path, containers: int) -> None:
     from coordinator.deployments.records import container_key, deployment_key
     from coordinator.placement import Allocation, MiB, NodeState, Request
     from coordinator.placement.engine import memory_plan
+    from coordinator.services.nodes import on_hello
     from coordinator.services.plan_nodes import node_from_inventory
-    from coordinator.services.registry import NodeRegistry
+    from coordinator.services.registry import NODE_PREFIX
     from coordinator.store import Txn
     from coordinator.store.sqlite import SqliteStore
     from shared.api.containers import ContainerRecord, HistoryEntry
@@ -234,7 +235,6 @@ async def _seed(directory: Path, containers: int) -> None:
 
     nodes = -(-containers // 100)
     store = await SqliteStore.open(directory / "allot.db")
-    registry = await NodeRegistry.load(store, lease_seconds=3600.0)
     resources = Request("0.1", 256 * MiB).normalized(100)
     plan = memory_plan(resources)
     now = time.time()
@@ -264,7 +264,10 @@ async def _seed(directory: Path, containers: int) -> None:
             ],
             memory=128 << 30,
         )
-        await registry.hello(name, inventory=inventory, address="127.0.0.1", agent_version="b")
+        record = on_hello(
+            None, name=name, inventory=inventory, address="127.0.0.1", agent_version="b", now=now
+        )
+        puts[NODE_PREFIX + name] = to_json(record)
         view = node_from_inventory(name, inventory, share_base=100)
         ids = {f"bench-web-{i // 1000}-{i:06d}": i // 1000 for i in range(n, containers, nodes)}
         state = NodeState(

@@ -3,22 +3,24 @@
 A session: the agent's credential (the join token, or with a client CA its client
 certificate: ``agent_identity``) is checked before the upgrade (401 otherwise, which
 closes the connection, held back for a source that keeps failing: ``AuthRefusals``); the
-first frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may be
-the node it names; the node is registered and persisted, then answered with ``welcome``
-carrying the node's whole desired state and its heartbeat pace; afterwards ``heartbeat``
-renews the node's lease and says which desired revision the agent acknowledged
-(``host_acks``: a removal's answer waits for it) and ``status`` updates its health and
-what its containers are doing; the drift, restarts and failed tries a status reports are
-events, each once (``agent_reports``). After every change of a node's containers the
-node's agent is sent what changed since the revision it was last sent (``desired``, a
-delta: ``desired_feed``), or the whole state when its heartbeat asks for it
-(``wants_full``). The heartbeat interval stretches as the fleet grows, so the fleet stays
-under ``max_heartbeats_per_second`` (``heartbeat_pace``): each welcome carries the pace
-of the moment, and when the fleet outgrows it every connected agent is sent the longer
-one (in a delta), its node's lease stretched first. A newer session for the same node
-replaces the older one, whose frames are no longer acted on. When a lease expires the node
-is marked lost and its socket, if one is still open, is closed, so a node always comes
-back through a fresh ``hello``.
+first frame must be ``hello`` within ``hello_timeout_seconds``, from a sender that may
+be the node it names; the node is registered and persisted (a decision on the
+deployments' sequencer, with the capacity a changed inventory moves:
+``deployments.registration``), then answered with ``welcome`` carrying the node's whole
+desired state and its heartbeat pace; afterwards ``heartbeat`` renews the node's lease
+and says which desired revision the agent acknowledged (``host_acks``: a removal's
+answer waits for it) and ``status`` updates its health and what its containers are
+doing; the drift, restarts and failed tries a status reports are events, each once
+(``agent_reports``). After every change of a node's containers the node's agent is sent
+what changed since the revision it was last sent (``desired``, a delta:
+``desired_feed``), or the whole state when its heartbeat asks for it (``wants_full``).
+The heartbeat interval stretches as the fleet grows, so the fleet stays under
+``max_heartbeats_per_second`` (``heartbeat_pace``): each welcome carries the pace of the
+moment, and when the fleet outgrows it every connected agent is sent the longer one (in
+a delta), its node's lease stretched first. A newer session for the same node replaces
+the older one, whose frames are no longer acted on. When a lease expires the node is
+marked lost and its socket, if one is still open, is closed, so a node always comes back
+through a fresh ``hello``.
 
 An agent is untrusted input. Every frame is checked as it is decoded (ranges, lengths,
 and the rules between an inventory's fields), and a frame that fails changes nothing: a
@@ -163,14 +165,13 @@ class AgentHub:
         while True:
             await asyncio.sleep(tick)
             try:
-                lost = await self._registry.expire_leases()
-            except Exception:  # not persisted: the registry keeps those nodes due
+                lost = await self._deployments.expire_leases(
+                    release=self._config.lost_node_grace_seconds == 0
+                )
+            except Exception:  # not committed: the registry keeps those nodes due
                 log.exception("marking expired nodes lost failed; retrying")
                 continue
             for record in lost:
-                await self._deployments.events.record(
-                    [Note("lost", record.reason, node=record.name)]
-                )
                 await self._deployments.report_pressure(record.name, None)  # no longer known
                 session = self._sessions.pop(record.name, None)
                 self.acks.disconnected(record.name)
@@ -227,11 +228,9 @@ class AgentHub:
         if hello is None:
             return
         name = hello.node
-        previous, record = await self._registry.hello(
+        _, record = await self._deployments.hello(
             name, inventory=hello.inventory, address=address, agent_version=hello.agent_version
         )
-        if previous is not None and previous.inventory != record.inventory:
-            await self._deployments.follow_inventory(name, previous.inventory, record.inventory)
         older = self._sessions.get(name)
         pace, grew = self._pacer.pace_for(agents=len(self._sessions) + (older is None))
         # From here to the welcome's bytes nothing awaits, so no delta reaches the agent
@@ -365,7 +364,7 @@ class AgentHub:
                 self.mark_desired({name})
         elif isinstance(frame, Status):
             self._registry.heartbeat(name)
-            await self._registry.report_problems(name, frame.problems)
+            await self._deployments.report_problems(name, frame.problems)
             self._deployments.observe(name, frame)
             await self._deployments.report_pressure(name, frame.pressure)
             # Drift put back, restarts and failed tries: each an event, once.

@@ -52,8 +52,7 @@ from coordinator.openapi.document import add_openapi_routes
 from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService, cluster_total
 from coordinator.services.quota_service import QuotaService
-from coordinator.services.registry import NodeRegistry
-from coordinator.services.warm_nodes import Loaded
+from coordinator.services.registry import Loaded, NodeRegistry
 from coordinator.store import Store, StoreError
 from coordinator.store.opening import open_store
 from coordinator.ui import add_dashboard

@@ -232,9 +232,10 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     lost_node_grace_seconds: Annotated[
         float,
         Meta(
-            gt=0,
+            ge=0,
             description="how long a lost node's containers stay allocated before they are"
-            " released and their stand-ins pending",
+            " released and their stand-ins pending (0: released in the commit that marks"
+            " the node lost)",
         ),
     ] = 300.0
     scheduler_seconds: Annotated[

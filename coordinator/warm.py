@@ -17,7 +17,8 @@ from coordinator.bulk_load import gc_paused
 from coordinator.deployments.books import Books
 from coordinator.deployments.context import FreshStates
 from coordinator.deployments.stored_books import WarmBooks
-from coordinator.services.warm_nodes import Loaded, WarmNodes
+from coordinator.services.registry import Loaded
+from coordinator.services.warm_nodes import WarmNodes
 from coordinator.store.replica import Replica
 from shared.api.nodes import NodeRecord
 

@@ -8,13 +8,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coordinator.deployments.decision import Decision
+from coordinator.deployments.drafted_nodes import DraftedNodes
 from coordinator.errors import NotFound, UnusableNode
 from coordinator.placement import Node, NodeState
 from coordinator.services.plan_nodes import registered_node
 from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRecords, NodeRegistry
-from shared.api.nodes import NodeHealth
+from shared.api.nodes import NodeHealth, NodeRecord
 from shared.inventory import Inventory
 
 
@@ -34,13 +36,31 @@ class Context:
     # ready_states' answer and the registry's version it was made at (shared by the
     # frozen copies of this context, which the deciding thread reads).
     _ready: list[tuple[int, list[tuple[str, NodeState | None]]]] = field(default_factory=list)
+    # The last context ``over`` made, and the node writes it was made for.
+    _over: list[tuple[NodeWrites, Context]] = field(default_factory=list)
 
     def frozen(self) -> Context:
         """This context over the node records as they are now (``NodeRegistry.frozen``),
         for deciding off the event loop; it shares the cache of fresh states."""
         registry = self.registry
         nodes = registry.frozen() if isinstance(registry, NodeRegistry) else registry
-        return dataclasses.replace(self, registry=nodes)
+        return dataclasses.replace(self, registry=nodes, _over=[])
+
+    def over(self, batch: Decision) -> Context:
+        """This context with the node records ``batch`` writes on top of its own
+        (``DraftedNodes``): what the next decider of the batch reads. The same context
+        for the same writes, so its ready nodes are found once (O(nodes)) per change of
+        the node records in a batch, not once per decider. ``batch`` must no longer
+        change (the sequencer's batch so far)."""
+        if not (batch.records or batch.deleted_nodes):
+            return self
+        writes = (batch.records, batch.hellos, batch.deleted_nodes)
+        if self._over and self._over[0][0] == writes:
+            return self._over[0][1]
+        nodes = DraftedNodes(self.registry, *writes)
+        drafted = dataclasses.replace(self, registry=nodes, _ready=[], _over=[])
+        self._over[:] = [(writes, drafted)]
+        return drafted
 
     def ready_states(self) -> list[tuple[str, NodeState | None]]:
         """Each ready node the registry does not call unusable, with its state as its
@@ -88,6 +108,7 @@ class Context:
 
 
 FreshStates = dict[str, tuple[Inventory, NodeState]]
+NodeWrites = tuple[dict[str, NodeRecord], set[str], set[str]]  # records, hellos, deleted
 
 
 def empty_state(offered: Node, share_base: int) -> NodeState:

@@ -23,6 +23,7 @@ from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord
+from shared.api.nodes import NodeRecord
 
 
 @dataclass
@@ -46,6 +47,10 @@ class Decision:
     # Nodes taken off the books: their records, allocations and cordons go (their
     # containers were released first, ``node_admin.delete_node``).
     deleted_nodes: set[str] = field(default_factory=set)
+    # Node records put (a hello, a health change, a lost lease; ``registration``), and
+    # the nodes among them whose agent said hello: no longer unusable, their lease anew.
+    records: dict[str, NodeRecord] = field(default_factory=dict)
+    hellos: set[str] = field(default_factory=set)
 
     def remove(self, container_id: str, node: str) -> None:
         self.containers.pop(container_id, None)
@@ -62,7 +67,15 @@ class Decision:
     def delete_node(self, node: str) -> None:
         self.nodes.pop(node, None)
         self.cordons.pop(node, None)
+        self.records.pop(node, None)
+        self.hellos.discard(node)
         self.deleted_nodes.add(node)
+
+    def put_record(self, record: NodeRecord, *, hello: bool = False) -> None:
+        """``record`` is the node's record now; ``hello``: its agent said hello."""
+        self.records[record.name] = record
+        if hello:
+            self.hellos.add(record.name)
 
     def put_pending(self, record: PendingRecord) -> None:
         self.unpending.discard(record.id)
@@ -88,6 +101,8 @@ class Decision:
             unpending=set(self.unpending),
             capacity_changed=self.capacity_changed,
             deleted_nodes=set(self.deleted_nodes),
+            records=dict(self.records),
+            hellos=set(self.hellos),
         )
 
     def is_empty(self) -> bool:
@@ -104,6 +119,7 @@ class Decision:
             or self.pending
             or self.unpending
             or self.deleted_nodes
+            or self.records
         )
 
     def operations(self) -> int:
@@ -121,6 +137,7 @@ class Decision:
             + len(self.unpending)
             + bool(self.preemptions)
             + 3 * len(self.deleted_nodes)  # its record, allocation header and cordon
+            + len(self.records)
         )
 
     def may_make_room(self) -> bool:

@@ -31,6 +31,7 @@ from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord, HistoryEntry
 from shared.api.deployments import DeploymentRecord
+from shared.api.nodes import NodeRecord
 from shared.protocol import Limits
 
 T = TypeVar("T")
@@ -156,6 +157,12 @@ class Draft:
             raise NotFound(f"no node {node}: it was deleted", details={"node": node})
         state = self.change.nodes.get(node) or self.books.nodes.get(node)
         return state if state is not None else self.context.fresh_state(node)
+
+    def record(self, node: str) -> NodeRecord | None:
+        """The node's record as this draft leaves it (None: not registered, or deleted)."""
+        if node in self.change.deleted_nodes:
+            return None
+        return self.change.records.get(node) or self.context.registry.get(node)
 
     def holds_allocations(self, node: str) -> bool:
         return node in self.change.nodes or node in self.books.nodes

@@ -68,8 +68,14 @@ def release_lost(draft: Draft, grace_seconds: float) -> Pass:
     """Release the containers of nodes lost for at least ``grace_seconds``, each leaving
     a pending stand-in, placed at once where there is room."""
     lost = draft.context.lost_since(draft.context.clock(), grace_seconds)
-    gone = [record for node in sorted(lost) for record in draft.on_node(node)]
-    for record in (record for node in sorted(lost) for record in draft.stopping_on(node)):
+    return release_nodes(draft, sorted(lost), grace_seconds)
+
+
+def release_nodes(draft: Draft, nodes: list[str], grace_seconds: float) -> Pass:
+    """Release the containers of ``nodes``, lost for ``grace_seconds`` at least: the
+    stopping ones let go, the live ones each leaving a pending stand-in."""
+    gone = [record for node in nodes for record in draft.on_node(node)]
+    for record in (record for node in nodes for record in draft.stopping_on(node)):
         draft.release(record)  # its node and whatever it ran are taken to be gone
         draft.note(note_for("stopped", f"node {record.node} lost past its grace", record))
     return replace_with_stand_ins(

@@ -14,6 +14,12 @@ in memory, and each of its callers gets the error. A batch with more writes than
 takes in one transaction is committed in fenced steps (``coordinator.store.steps``), and
 applied once the last one committed, each revision the books keep set to its key's step.
 
+Node records are decided the same way (``registration``: a hello, a problems report, a
+lost lease), each with what follows from it in the same draft and transaction, compared
+on the record's revision the registry keeps, and applied to the registry only once
+committed; each decider reads the records as the deciders before it in its batch left
+them (``Context.over``).
+
 The naive way, which this replaced: each request changed memory, then awaited its own
 commit and put a snapshot of all of memory back when it failed; a second request read
 the first one's uncommitted change, its compare then failed against a revision that lagged
@@ -56,10 +62,9 @@ from coordinator.deployments.records import (
 from coordinator.deployments.timings import NO_TIMINGS, Timings
 from coordinator.services.events import EventLog, Note
 from coordinator.services.quota_service import QUOTA_PREFIX
-from coordinator.services.registry import NODE_PREFIX, loaded_record
+from coordinator.services.registry import NODE_PREFIX, NodeRegistry
 from coordinator.store import Compare, Store, Txn
 from coordinator.store.quorum import Quorum, QuorumLost
-from shared.api.nodes import NodeHealth
 from shared.codec import to_json
 
 T = TypeVar("T")
@@ -101,6 +106,7 @@ class Sequencer:
         events: EventLog,
         *,
         settle: Callable[[Draft], None],
+        registry: NodeRegistry,
         quorum: Quorum | None = None,
         timings: Timings = NO_TIMINGS,
     ) -> None:
@@ -112,6 +118,7 @@ class Sequencer:
         if quorum is not None:
             quorum.listen(self._refuse_queued)
         self._books = books
+        self._registry = registry  # node records: written by deciders too (``registration``)
         self._context = context
         self._events = events
         self._settle = settle  # run on each draft after its decider (quota labels)
@@ -226,7 +233,7 @@ class Sequencer:
         for index, (decider, future, preview) in enumerate(queued):
             if future.done():  # its caller is gone: never accepted, so never decided
                 continue
-            draft = Draft(self._books, context, batch.copy())
+            draft = Draft(self._books, context.over(batch), batch.copy())
             try:
                 value = decider(draft)
                 self._settle(draft)
@@ -249,15 +256,20 @@ class Sequencer:
 
     async def _commit(self, batch: Decision) -> None:
         started = time.perf_counter()
-        books = self._books
+        books, registry = self._books, self._registry
         compares = tuple(
             Compare(allocation_key(node), books.allocation_revision.get(node, 0))
             for node in sorted({*batch.nodes, *batch.deleted_nodes})
         )
-        puts: dict[str, bytes] = {}
+        # Each node record written or deleted is still the one its decider read (a
+        # deletion: the lost one); 0 for a node new to the store.
+        compares += tuple(
+            Compare(NODE_PREFIX + node, registry.revision(node))
+            for node in sorted({*batch.records, *batch.deleted_nodes})
+        )
+        puts = {NODE_PREFIX + name: to_json(record) for name, record in batch.records.items()}
         deletes: list[str] = []
         for node in sorted(batch.deleted_nodes):
-            compares += (await self._still_lost(node),)
             held = books.nodes[node].allocations if node in books.nodes else {}
             deletes += [NODE_PREFIX + node, allocation_key(node), CORDON_PREFIX + node]
             deletes += [container_allocation_key(node, cid) for cid in held]
@@ -292,9 +304,17 @@ class Sequencer:
                 "conflict",
                 "another writer changed these nodes' allocations or records; try again",
                 "conflict",
-                {"nodes": sorted({*batch.nodes, *batch.deleted_nodes})},
+                {"nodes": sorted({*batch.nodes, *batch.deleted_nodes, *batch.records})},
             )
         self._context.quotas.apply(batch.quotas)
+        if batch.records or batch.deleted_nodes:
+            registry.apply(
+                batch.records,
+                hellos=batch.hellos,
+                deleted=batch.deleted_nodes,
+                revision=result.revision,
+                revisions=result.revisions,
+            )
         books.inline_allocations.difference_update(batch.nodes)
         touched = books.apply(batch, result.revision)
         if result.revisions:
@@ -309,22 +329,6 @@ class Sequencer:
             self._timings.published(time.perf_counter() - published)
         for listen in self._listeners:
             listen(batch)
-
-    async def _still_lost(self, node: str) -> Compare:
-        """The compare that keeps the deletion of ``node``'s record from passing a hello
-        of its agent: decided on the registry as it was, the record must still be the
-        lost one when committed. A conflict when it no longer is (the batch fails as a
-        whole, as for any conflict)."""
-        entry = await self._store.get(NODE_PREFIX + node)
-        if entry is None or loaded_record(entry.value)[0].state != NodeHealth.LOST:
-            raise DeployRefused(
-                "conflict",
-                "node_not_lost",
-                f"node {node} came back while it was being deleted; it was not deleted",
-                "conflict",
-                {"node": node},
-            )
-        return Compare(entry.key, entry.mod_revision)
 
 
 def _stamped_by_step(

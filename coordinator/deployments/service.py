@@ -14,7 +14,8 @@ The service is a thin shell over ``coordinator/deployments/``:
 - the deciders, plain functions of a draft: ``placing`` (deploy, scale, preemption),
   ``lifecycle`` (realloc, delete, lost nodes), ``stopping`` (allocations let go once
   an agent reports a container gone), ``swaps``, ``node_admin`` (SetNode,
-  cordon, drain, hardware changes), ``pool_link`` (pool limits and CPU shares),
+  cordon, drain, hardware changes), ``registration`` (node records: hellos, problems,
+  lost leases), ``pool_link`` (pool limits and CPU shares),
   ``quota_writes`` (quotas written by an administrator) and ``labels`` (quota labels,
   settled after every decision).
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Self
 
 from coordinator.config import PressureSettings
@@ -34,6 +35,7 @@ from coordinator.deployments import (
     placing,
     pool_link,
     quota_writes,
+    registration,
     stopping,
     swaps,
 )
@@ -65,6 +67,7 @@ from coordinator.pools.tree import Share
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import Quota
 from coordinator.services.events import EventLog, Note
+from coordinator.services.nodes import on_problems
 from coordinator.services.pool_service import PoolService
 from coordinator.services.pressure import PressureBook
 from coordinator.services.quota_service import QuotaService
@@ -73,6 +76,7 @@ from coordinator.store import Store
 from coordinator.store.fenced import FencedStore
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
+from shared.api.nodes import NodeRecord
 from shared.inventory import Inventory
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, CpuPressure, DesiredContainer, Status
@@ -107,6 +111,7 @@ class DeploymentService:
     ) -> None:
         self.events = events
         self.pressure = PressureBook(pressure or PressureSettings())
+        self._registry = registry
         self._books = Books() if books is None else books
         self._context = Context(
             registry, quotas, pools, share_base, clock, fresh or {}, pressured=self.pressure.under
@@ -119,6 +124,7 @@ class DeploymentService:
             self._context,
             events,
             settle=relabel,
+            registry=registry,
             quorum=quorum,
             timings=timings,
         )
@@ -172,6 +178,12 @@ class DeploymentService:
         )
 
     # -- reads (the committed state) -----------------------------------------------------
+
+    @property
+    def registry(self) -> NodeRegistry:
+        """The node records as committed, to read: they change through this service's
+        decisions (``hello``, ``report_problems``, ``expire_leases``, ``delete_node``)."""
+        return self._registry
 
     @property
     def books(self) -> Books:
@@ -352,8 +364,57 @@ class DeploymentService:
             lambda d: node_admin.set_capacity(d, node, mode, why=why, **fields)
         )
 
-    async def follow_inventory(self, node: str, before: Inventory, after: Inventory) -> None:
-        await self._sequencer.decide(lambda d: node_admin.follow_inventory(d, node, before, after))
+    async def hello(
+        self, node: str, *, inventory: Inventory, address: str, agent_version: str
+    ) -> tuple[NodeRecord | None, NodeRecord]:
+        """The node's record before (None for a new node) and after its agent said hello,
+        committed with the capacity a changed inventory moves (``registration.hello``)."""
+        now = self._registry.now()
+
+        def said_hello(draft: Draft) -> tuple[NodeRecord | None, NodeRecord]:
+            return registration.hello(
+                draft,
+                node,
+                inventory=inventory,
+                address=address,
+                agent_version=agent_version,
+                now=now,
+            )
+
+        try:
+            return await self._sequencer.decide(said_hello)
+        except BaseException:
+            # The agent reached this leader and only the store failed it (etcd without
+            # quorum, a full disk): its node stays live while it keeps trying, so the
+            # store's return does not find its lease run out.
+            self._registry.heartbeat(node)
+            raise
+
+    async def report_problems(self, node: str, problems: Sequence[str]) -> None:
+        """The node's health as its agent's problems say; a decision only when they
+        change it (a status that reports the same problems writes nothing)."""
+        record, now = self._registry.get(node), self._registry.now()
+        if record is None or on_problems(record, problems, now=now) is record:
+            return
+        await self._sequencer.decide(
+            lambda d: registration.report_problems(d, node, problems, now=now)
+        )
+
+    async def expire_leases(self, *, release: bool = False) -> list[NodeRecord]:
+        """Mark lost every node whose lease has ended, with its event; with ``release``
+        (no grace), their containers are released in the same commit. The new records.
+        A failure leaves those nodes due again (``NodeRegistry.due_again``)."""
+        due = self._registry.expired()
+        if not due:
+            return []
+        now = self._registry.now()
+        try:
+            return await self._sequencer.decide(
+                lambda d: registration.mark_lost(d, due, now=now, release=release)
+            )
+        except BaseException:
+            self._registry.due_again(due)
+            raise
 
     async def cordon(self, node: str, cordoned: bool) -> None:
         await self._sequencer.decide(lambda d: node_admin.cordon(d, node, cordoned))
@@ -397,11 +458,8 @@ class DeploymentService:
                 self._timings.scheduled(time.perf_counter() - started)
 
     def _after_commit(self, batch: Decision) -> None:
-        registry = self._context.registry
-        if batch.deleted_nodes and isinstance(registry, NodeRegistry):
-            registry.forget(batch.deleted_nodes)
-            for node in batch.deleted_nodes:
-                self._context.fresh.pop(node, None)
+        for node in batch.deleted_nodes:
+            self._context.fresh.pop(node, None)
         if batch.may_make_room() and self._books.pending:
             self._room.set()
 

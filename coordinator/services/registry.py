@@ -1,12 +1,15 @@
-"""The coordinator's view of its nodes: the pure transitions of ``nodes``, persisted.
+"""The coordinator's view of its nodes: the records as committed, and their leases.
 
-Every change of a record is committed to the store before it is acted on and logged
-once; an agent's changes of one node's record are made one at a time, each from the one
-before it (two sessions of a node saying hello at once cannot interleave). Heartbeats
-only move a node's lease deadline in memory: they change no record,
-so they cost no write; a hello the store could not record renews the lease all the same
-(the agent did reach its leader). After a coordinator restart every node that was live gets a
-fresh lease, so its agent has one lease length to reconnect before it is marked lost.
+Every change of a record is decided on the deployments' sequencer
+(``coordinator.deployments.registration``: a hello, a problems report, a lost lease),
+committed in one transaction with what follows from it (the capacity of a changed
+inventory, events, a lost node's release), compared on the revision of the record it
+read, and only then applied here (``apply``) and logged once. So memory always equals the
+store, and a failed commit changes nothing here. Heartbeats only move a node's lease
+deadline in memory: they change no record, so they cost no write; a hello the store
+could not record renews the lease all the same (the agent did reach its leader). After a
+coordinator restart every node that was live gets a fresh lease, so its agent has one
+lease length to reconnect before it is marked lost.
 
 A record comes from a hello that passed every check of ``shared.protocol``, or from the
 store. One an older version stored may break today's rules (memory -5): it is loaded as
@@ -16,7 +19,7 @@ until the node's agent says hello again; nothing is placed on it meanwhile.
 
 from __future__ import annotations
 
-import asyncio
+import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,12 +27,10 @@ from typing import Protocol
 
 import msgspec
 
-from coordinator.services.nodes import NodeLeases, on_hello, on_lease_expired, on_problems
-from coordinator.store import Store, Txn
+from coordinator.services.nodes import NodeLeases
+from coordinator.store import Store
 from shared.api.nodes import NodeHealth, NodeRecord
-from shared.codec import to_json
 from shared.frame_faults import fault_of
-from shared.inventory import Inventory
 from shared.inventory_rules import inventory_violations, summary
 from shared.logs import get_logger
 from shared.unconstrained import StoredDecoder
@@ -37,6 +38,13 @@ from shared.unconstrained import StoredDecoder
 log = get_logger("allot.coordinator.services.nodes")
 
 NODE_PREFIX = "/nodes/"
+# A stored record as loaded: why it breaks today's rules (None when it keeps them), and
+# its key's mod revision.
+Loaded = tuple[NodeRecord, str | None, int]
+# Versions of node records, each new in the process: a cache kept by version (the ready
+# nodes', ``Context.ready_states``) never takes one set of records for another, be it
+# the registry's or a draft's (``deployments.drafted_nodes``).
+VERSIONS = itertools.count(1)
 _stored_record = StoredDecoder(NodeRecord)
 
 
@@ -81,19 +89,20 @@ class FrozenNodes:
 class NodeRegistry:
     def __init__(
         self,
-        store: Store,
         records: Sequence[NodeRecord],
         *,
         lease_seconds: float,
+        revisions: Mapping[str, int],
         wall_clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         unusable: Mapping[str, str] | None = None,
     ) -> None:
-        self._store = store
+        """``revisions``: each record's key's mod revision in the store, which the commit
+        of its next change compares."""
         self._records = {record.name: record for record in records}
+        self._revisions = dict(revisions)
         self._unusable = dict(unusable or {})  # node -> why its record breaks today's rules
-        self.version = 0  # grows with every change of a record or of what is unusable
-        self._writing: dict[str, asyncio.Lock] = {}  # node -> held while its record changes
+        self.version = next(VERSIONS)  # a new one with every change of the records
         self._leases = NodeLeases(lease_seconds)
         self._wall = wall_clock
         self._monotonic = monotonic
@@ -109,16 +118,21 @@ class NodeRegistry:
         lease_seconds: float,
         wall_clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
-        loaded: Iterable[tuple[NodeRecord, str | None]] | None = None,
+        loaded: Iterable[Loaded] | None = None,
     ) -> NodeRegistry:
         """The registry of every node in the store (``loaded``, if given: its records
         already decoded and checked, by a standby); live ones get a fresh lease."""
         if loaded is None:
-            loaded = [loaded_record(entry.value) for entry in await store.range(NODE_PREFIX)]
+            loaded = [
+                (*loaded_record(entry.value), entry.mod_revision)
+                for entry in await store.range(NODE_PREFIX)
+            ]
         records: list[NodeRecord] = []
+        revisions: dict[str, int] = {}
         unusable: dict[str, str] = {}
-        for record, problem in loaded:
+        for record, problem, revision in loaded:
             records.append(record)
+            revisions[record.name] = revision
             if problem is not None:
                 unusable[record.name] = problem
                 log.warning(
@@ -134,9 +148,9 @@ class NodeRegistry:
             revision=store.revision,
         )
         return cls(
-            store,
             records,
             lease_seconds=lease_seconds,
+            revisions=revisions,
             wall_clock=wall_clock,
             monotonic=monotonic,
             unusable=unusable,
@@ -146,8 +160,17 @@ class NodeRegistry:
     def lease_seconds(self) -> float:
         return self._leases.lease_seconds
 
+    def now(self) -> float:
+        """The wall-clock time the records' transitions are stamped with."""
+        return self._wall()
+
     def get(self, name: str) -> NodeRecord | None:
         return self._records.get(name)
+
+    def revision(self, name: str) -> int:
+        """The mod revision of the node's stored record (0: none stored): what the
+        commit of its next change compares."""
+        return self._revisions.get(name, 0)
 
     def frozen(self) -> FrozenNodes:
         """The records as they are now, unchanged by what happens next: for deciding
@@ -165,33 +188,33 @@ class NodeRegistry:
         """Every record but the unusable ones: what the cluster's totals count."""
         return [record for record in self.all() if record.name not in self._unusable]
 
-    async def hello(
-        self, name: str, *, inventory: Inventory, address: str, agent_version: str
-    ) -> tuple[NodeRecord | None, NodeRecord]:
-        """The node's record before (None for a new node) and after its agent said hello."""
-        async with self._writing.setdefault(name, asyncio.Lock()):
+    def apply(
+        self,
+        records: Mapping[str, NodeRecord],
+        *,
+        hellos: Iterable[str],
+        deleted: Iterable[str],
+        revision: int,
+        revisions: Mapping[str, int],
+    ) -> None:
+        """Take in node records committed at ``revision`` (``revisions``: a key's own
+        revision where a commit made in steps wrote it earlier) and the deletion of
+        ``deleted``. The nodes whose agent said hello (``hellos``) passed every check,
+        so they are no longer unusable, and their lease starts anew. O(records)."""
+        for name, record in records.items():
             previous = self._records.get(name)
-            record = on_hello(
-                previous,
-                name=name,
-                inventory=inventory,
-                address=address,
-                agent_version=agent_version,
-                now=self._wall(),
-            )
-            try:
-                await self._save([record])
-            except BaseException:
-                # The agent reached this leader and only the store failed it (etcd
-                # without quorum, a full disk): its node stays live while it keeps
-                # trying, so the store's return does not find its lease run out.
-                self.heartbeat(name)
-                raise
-        self._unusable.pop(name, None)  # a hello's inventory passed every check
-        self.version += 1
-        self._leases.renew(name, now=self._monotonic())
-        self._log_change(previous, record)
-        return previous, record
+            self._records[name] = record
+            self._revisions[name] = revisions.get(NODE_PREFIX + name, revision)
+            _log_change(previous, record)
+        for name in hellos:
+            self._unusable.pop(name, None)
+            self._leases.renew(name, now=self._monotonic())
+        for name in deleted:
+            if self._records.pop(name, None) is not None:
+                self._revisions.pop(name, None)
+                self._unusable.pop(name, None)
+                log.info("node deleted", node=name)
+        self.version = next(VERSIONS)
 
     def heartbeat(self, name: str) -> None:
         """Extend a live node's lease; a lost node must say hello again first."""
@@ -208,87 +231,53 @@ class NodeRegistry:
         record = self._records.get(name)
         return record is not None and record.state != NodeHealth.LOST
 
-    async def report_problems(self, name: str, problems: Sequence[str]) -> None:
-        async with self._writing.setdefault(name, asyncio.Lock()):
-            previous = self._records.get(name)
-            if previous is None:  # deleted under its session: its agent says hello again
-                return
-            record = on_problems(previous, problems, now=self._wall())
-            if record == previous:
-                return
-            await self._save([record])
-        self._log_change(previous, record)
+    def expired(self) -> dict[str, tuple[NodeRecord, float]]:
+        """The live nodes whose lease has ended, taken off the lease table, each with its
+        record now and its lease's length: to be marked lost (``registration.mark_lost``)."""
+        due = self._leases.expired(now=self._monotonic())
+        return {
+            name: (self._records[name], self._leases.length_of(name))
+            for name in due
+            if self._live(name)
+        }
 
-    async def expire_leases(self) -> list[NodeRecord]:
-        """Mark lost every node whose lease has ended; returns the new records."""
+    def due_again(self, names: Iterable[str]) -> None:
+        """Their loss was not committed, so they are not lost yet: due again at the next
+        check, unless a heartbeat renewed the lease meanwhile."""
         now = self._monotonic()
-        due = self._leases.expired(now=now)
-        if not due:
-            return []
-        previous = [self._records[name] for name in due]
-        wall = self._wall()
-        lost = [
-            on_lease_expired(r, lease_seconds=self._leases.length_of(r.name), now=wall)
-            for r in previous
-        ]
-        try:
-            await self._save(lost)
-        except BaseException:
-            # Not persisted, so not lost yet: due again at the next check, unless a
-            # heartbeat renewed the lease meanwhile.
-            for name in due:
-                if name not in self._leases:
-                    self._leases.set_deadline(name, now)
-            raise
-        for before, after in zip(previous, lost, strict=True):
-            self._log_change(before, after)
-        return lost
-
-    def forget(self, names: Iterable[str]) -> None:
-        """Drop the records of nodes whose deletion was committed (the deployments'
-        decision deleted their keys); an agent of one that says hello later registers
-        a new node."""
         for name in names:
-            if self._records.pop(name, None) is not None:
-                self._unusable.pop(name, None)
-                self.version += 1
-                log.info("node deleted", node=name)
+            if name not in self._leases:
+                self._leases.set_deadline(name, now)
 
-    async def _save(self, records: Sequence[NodeRecord]) -> None:
-        puts = {NODE_PREFIX + record.name: to_json(record) for record in records}
-        await self._store.commit(Txn(puts=puts))
-        self._records.update({record.name: record for record in records})
-        self.version += 1
 
-    @staticmethod
-    def _log_change(previous: NodeRecord | None, record: NodeRecord) -> None:
-        inventory = record.inventory
-        if previous is None:
-            log.info(
-                "node registered",
-                node=record.name,
-                state=record.state,
-                cpus=len(inventory.offered()),
-                numa_nodes=len(inventory.numa_nodes),
-                gpus=len(inventory.gpus),
-                address=record.address,
-            )
-            return
-        if previous.inventory != inventory:
-            before = previous.inventory
-            log.info(
-                "node inventory changed",
-                node=record.name,
-                cpus=f"{before.offered()} -> {inventory.offered()}",
-                memory=f"{before.memory} -> {inventory.memory}",
-                gpus=f"{len(before.gpus)} -> {len(inventory.gpus)}",
-                mig_devices=f"{before.mig_device_count()} -> {inventory.mig_device_count()}",
-            )
-        if (previous.state, previous.reason) != (record.state, record.reason):
-            fields: dict[str, object] = {"node": record.name, "was": previous.state}
-            if record.reason:
-                fields["reason"] = record.reason
-            if record.state == NodeHealth.READY:
-                log.info("node ready", **fields)
-            else:
-                log.warning(f"node {record.state}", **fields)
+def _log_change(previous: NodeRecord | None, record: NodeRecord) -> None:
+    inventory = record.inventory
+    if previous is None:
+        log.info(
+            "node registered",
+            node=record.name,
+            state=record.state,
+            cpus=len(inventory.offered()),
+            numa_nodes=len(inventory.numa_nodes),
+            gpus=len(inventory.gpus),
+            address=record.address,
+        )
+        return
+    if previous.inventory != inventory:
+        before = previous.inventory
+        log.info(
+            "node inventory changed",
+            node=record.name,
+            cpus=f"{before.offered()} -> {inventory.offered()}",
+            memory=f"{before.memory} -> {inventory.memory}",
+            gpus=f"{len(before.gpus)} -> {len(inventory.gpus)}",
+            mig_devices=f"{before.mig_device_count()} -> {inventory.mig_device_count()}",
+        )
+    if (previous.state, previous.reason) != (record.state, record.reason):
+        fields: dict[str, object] = {"node": record.name, "was": previous.state}
+        if record.reason:
+            fields["reason"] = record.reason
+        if record.state == NodeHealth.READY:
+            log.info("node ready", **fields)
+        else:
+            log.warning(f"node {record.state}", **fields)

@@ -3,7 +3,7 @@ node's empty allocation state, so that a takeover decodes and checks no record (
 took 0.38 s) and its first decision makes no state (3,000 nodes took 0.9 s).
 
     warm = await WarmNodes.build(replica, share_base=100)   # in slices that let the loop run
-    records, fresh = warm.take()     # elected: [(record, why unusable or None)] and the
+    records, fresh = warm.take()     # elected: [(record, why unusable or None, revision)], the
                                      # states (Context.fresh); no longer followed (None if
                                      # following failed)
 """
@@ -16,12 +16,10 @@ from coordinator.bulk_load import FollowedAfterBuild, in_slices
 from coordinator.deployments.context import FreshStates, empty_state
 from coordinator.errors import UnusableNode
 from coordinator.services.plan_nodes import usable_node
-from coordinator.services.registry import NODE_PREFIX, loaded_record
+from coordinator.services.registry import NODE_PREFIX, Loaded, loaded_record
 from coordinator.store import Entry, Event
 from coordinator.store.replica import Replica
 from shared.api.nodes import NodeRecord
-
-Loaded = tuple[NodeRecord, str | None]
 
 
 class WarmNodes:
@@ -67,16 +65,16 @@ class WarmNodes:
                 self._records.pop(name, None)
                 self._fresh.pop(name, None)
             else:
-                self._put(event.value)
+                self._put(event.value, event.mod_revision)
 
     def _putting(self, entries: Iterable[Entry]) -> Iterator[None]:
         for entry in entries:
-            self._put(entry.value)
+            self._put(entry.value, entry.mod_revision)
             yield
 
-    def _put(self, value: bytes) -> None:
+    def _put(self, value: bytes, revision: int) -> None:
         record, problem = loaded_record(value)
-        self._records[record.name] = (record, problem)
+        self._records[record.name] = (record, problem, revision)
         self._fresh.pop(record.name, None)
         try:
             offered = usable_node(record, problem, share_base=self._share_base)

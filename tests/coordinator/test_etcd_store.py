@@ -81,7 +81,7 @@ async def test_large_deployments_sent_together_fit_etcds_transaction_limit(
     registry = service._context.registry
     assert isinstance(registry, NodeRegistry)
     for i in range(100):
-        await registry.hello(f"n{i}", inventory=host(f"n{i}"), address="x", agent_version="t")
+        await service.hello(f"n{i}", inventory=host(f"n{i}"), address="x", agent_version="t")
     resources = ResourcesSpec(cpu="0.01", memory="8Mi")
     specs = [DeploymentSpec(name=f"w{i}", image="busybox", count=1000, resources=resources)]
     specs += [msgspec.structs.replace(specs[0], name=f"w{i}") for i in range(1, 6)]

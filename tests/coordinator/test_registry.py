@@ -1,4 +1,6 @@
-"""NodeRegistry on a real SqliteStore, with both of its clocks under the test's control."""
+"""Node records on a real SqliteStore, written by the deployments' decisions
+(``registration``) and read from the NodeRegistry, with both of its clocks under the
+test's control."""
 
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from coordinator.config import PoolSettings, QuotaSettings
+from coordinator.deployments.service import DeploymentService
+from coordinator.services.pool_service import PoolService
+from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
 from coordinator.store import Entry, Store, StoreError, Txn, TxnResult
 from coordinator.store.sqlite import SqliteStore
@@ -75,33 +81,37 @@ def clock() -> Clock:
     return Clock()
 
 
-async def load(store: Store, clock: Clock) -> NodeRegistry:
-    return await NodeRegistry.load(
+async def load(store: Store, clock: Clock) -> DeploymentService:
+    """The service that decides node records, over a registry on the test's clocks."""
+    registry = await NodeRegistry.load(
         store,
         lease_seconds=LEASE,
         wall_clock=lambda: clock.wall,
         monotonic=lambda: clock.mono,
     )
+    quotas = await QuotaService.load(store, share_base=100, settings=QuotaSettings())
+    pools = await PoolService.load(store, PoolSettings())
+    return await DeploymentService.load(store, registry, quotas, pools, share_base=100)
 
 
 async def persisted(store: Store, name: str) -> NodeRecord | None:
     """The record as a freshly loaded registry sees it."""
-    return (await load(store, Clock())).get(name)
+    return (await NodeRegistry.load(store, lease_seconds=LEASE)).get(name)
 
 
 async def say_hello(
-    registry: NodeRegistry, name: str = "n1", problems: list[str] | None = None
+    service: DeploymentService, name: str = "n1", problems: list[str] | None = None
 ) -> NodeRecord:
-    _, record = await registry.hello(
+    _, record = await service.hello(
         name, inventory=make_inventory(problems), address="10.0.0.7:41000", agent_version="0.1.0"
     )
     return record
 
 
-async def lose(registry: NodeRegistry, clock: Clock, name: str = "n1") -> NodeRecord:
+async def lose(service: DeploymentService, clock: Clock, name: str = "n1") -> NodeRecord:
     """Let ``name``'s lease run out and return its lost record."""
     clock.advance(LEASE)
-    [lost] = await registry.expire_leases()
+    [lost] = await service.expire_leases()
     assert (lost.name, lost.state) == (name, NodeHealth.LOST)
     return lost
 
@@ -110,93 +120,93 @@ async def lose(registry: NodeRegistry, clock: Clock, name: str = "n1") -> NodeRe
 
 
 async def test_hello_registers_and_persists(store: SqliteStore, clock: Clock) -> None:
-    registry = await load(store, clock)
+    service = await load(store, clock)
 
-    record = await say_hello(registry)
+    record = await say_hello(service)
 
     assert record.state == NodeHealth.READY
     assert record.registered_at == record.state_since == clock.wall
-    assert registry.get("n1") == record
-    assert registry.all() == [record]
+    assert service.registry.get("n1") == record
+    assert service.registry.all() == [record]
     assert await persisted(store, "n1") == record
     assert [e.key for e in await store.range("")] == ["/nodes/n1"]
 
 
 async def test_heartbeats_keep_a_node_ready(store: SqliteStore, clock: Clock) -> None:
-    registry = await load(store, clock)
-    await say_hello(registry)
+    service = await load(store, clock)
+    await say_hello(service)
 
     for _ in range(5):
         clock.advance(LEASE - 1)
-        registry.heartbeat("n1")
-        assert await registry.expire_leases() == []
+        service.registry.heartbeat("n1")
+        assert await service.expire_leases() == []
 
-    record = registry.get("n1")
+    record = service.registry.get("n1")
     assert record is not None
     assert record.state == NodeHealth.READY
     assert store.revision == 1  # heartbeats write nothing
 
 
 async def test_a_silent_node_is_lost_once_and_persisted(store: SqliteStore, clock: Clock) -> None:
-    registry = await load(store, clock)
-    await say_hello(registry)
+    service = await load(store, clock)
+    await say_hello(service)
 
     clock.advance(LEASE - 0.5)
-    assert await registry.expire_leases() == []
+    assert await service.expire_leases() == []
     clock.advance(0.5)
-    lost = await registry.expire_leases()
+    lost = await service.expire_leases()
 
     assert [(r.name, r.state, r.reason) for r in lost] == [
         ("n1", NodeHealth.LOST, "no heartbeat for 15s")
     ]
     assert lost[0].state_since == clock.wall
-    assert registry.get("n1") == lost[0]
+    assert service.registry.get("n1") == lost[0]
     assert await persisted(store, "n1") == lost[0]
     clock.advance(LEASE)
-    assert await registry.expire_leases() == []
+    assert await service.expire_leases() == []
 
 
 async def test_a_lost_node_needs_a_hello_not_a_heartbeat(store: SqliteStore, clock: Clock) -> None:
-    registry = await load(store, clock)
-    await say_hello(registry)
-    lost = await lose(registry, clock)
+    service = await load(store, clock)
+    await say_hello(service)
+    lost = await lose(service, clock)
 
-    registry.heartbeat("n1")
-    assert registry.get("n1") == lost
+    service.registry.heartbeat("n1")
+    assert service.registry.get("n1") == lost
     clock.advance(LEASE)
-    assert await registry.expire_leases() == []  # the heartbeat started no lease
+    assert await service.expire_leases() == []  # the heartbeat started no lease
 
-    revived = await say_hello(registry)
+    revived = await say_hello(service)
     assert (revived.state, revived.reason, revived.state_since) == (
         NodeHealth.READY,
         "",
         clock.wall,
     )
     assert await persisted(store, "n1") == revived
-    await lose(registry, clock)  # and the hello did start one
+    await lose(service, clock)  # and the hello did start one
 
 
 async def test_a_heartbeat_from_an_unknown_node_is_ignored(
     store: SqliteStore, clock: Clock
 ) -> None:
-    registry = await load(store, clock)
+    service = await load(store, clock)
 
-    registry.heartbeat("stranger")
+    service.registry.heartbeat("stranger")
 
-    assert registry.get("stranger") is None
+    assert service.registry.get("stranger") is None
     clock.advance(LEASE)
-    assert await registry.expire_leases() == []
+    assert await service.expire_leases() == []
 
 
 # --- problems -------------------------------------------------------------------------
 
 
 async def test_problems_are_persisted_both_ways(store: SqliteStore, clock: Clock) -> None:
-    registry = await load(store, clock)
-    await say_hello(registry)
+    service = await load(store, clock)
+    await say_hello(service)
 
     clock.advance(1)
-    await registry.report_problems("n1", ["nvml unreadable", "gpu 1 missing"])
+    await service.report_problems("n1", ["nvml unreadable", "gpu 1 missing"])
     degraded = await persisted(store, "n1")
     assert degraded is not None
     assert (degraded.state, degraded.reason, degraded.state_since) == (
@@ -206,11 +216,11 @@ async def test_problems_are_persisted_both_ways(store: SqliteStore, clock: Clock
     )
 
     clock.advance(1)
-    await registry.report_problems("n1", [])
+    await service.report_problems("n1", [])
     ready = await persisted(store, "n1")
     assert ready is not None
     assert (ready.state, ready.reason, ready.state_since) == (NodeHealth.READY, "", clock.wall)
-    assert registry.get("n1") == ready
+    assert service.registry.get("n1") == ready
 
 
 @pytest.mark.parametrize(
@@ -219,14 +229,14 @@ async def test_problems_are_persisted_both_ways(store: SqliteStore, clock: Clock
 async def test_unchanged_problems_write_nothing(
     store: SqliteStore, clock: Clock, problems: list[str]
 ) -> None:
-    registry = await load(store, clock)
-    before = await say_hello(registry, problems=problems)
+    service = await load(store, clock)
+    before = await say_hello(service, problems=problems)
     revision = store.revision
 
-    await registry.report_problems("n1", problems)
+    await service.report_problems("n1", problems)
 
     assert store.revision == revision
-    assert registry.get("n1") == before
+    assert service.registry.get("n1") == before
 
 
 # --- restart --------------------------------------------------------------------------
@@ -238,15 +248,15 @@ async def test_a_restart_gives_live_nodes_a_fresh_lease(store: SqliteStore, cloc
         await say_hello(before, name)
     await before.report_problems("n2", ["x"])
     clock.advance(LEASE / 2)
-    before.heartbeat("n1")
-    before.heartbeat("n2")
+    before.registry.heartbeat("n1")
+    before.registry.heartbeat("n2")
     clock.advance(LEASE / 2)
     assert [r.name for r in await before.expire_leases()] == ["n3"]
 
     clock.advance(600)  # the coordinator was down far longer than a lease
     after = await load(store, clock)
 
-    assert after.all() == before.all()
+    assert after.registry.all() == before.registry.all()
     assert await after.expire_leases() == []
     clock.advance(LEASE - 0.5)
     assert await after.expire_leases() == []
@@ -255,7 +265,7 @@ async def test_a_restart_gives_live_nodes_a_fresh_lease(store: SqliteStore, cloc
     lost = await after.expire_leases()
     assert sorted(r.name for r in lost) == ["n1", "n2"]  # n3 holds no lease
     assert store.revision == revision + 1
-    assert all(r.state == NodeHealth.LOST for r in after.all())
+    assert all(r.state == NodeHealth.LOST for r in after.registry.all())
 
 
 # --- a failed save --------------------------------------------------------------------
@@ -273,25 +283,25 @@ async def test_a_node_whose_loss_was_not_saved_is_not_lost(
     store: SqliteStore, clock: Clock, heartbeat: str, lost_next: bool
 ) -> None:
     flaky = FlakyStore(store)
-    registry = await load(flaky, clock)
-    ready = await say_hello(registry)
+    service = await load(flaky, clock)
+    ready = await say_hello(service)
     clock.advance(LEASE)
     flaky.failures = 1
     if heartbeat == "during-save":
-        flaky.on_failure = lambda: registry.heartbeat("n1")
+        flaky.on_failure = lambda: service.registry.heartbeat("n1")
 
     with pytest.raises(StoreError, match="disk is full"):
-        await registry.expire_leases()
+        await service.expire_leases()
 
-    assert registry.get("n1") == ready
+    assert service.registry.get("n1") == ready
     assert await persisted(store, "n1") == ready
     if heartbeat == "after-save":
-        registry.heartbeat("n1")
-    retried = await registry.expire_leases()
+        service.registry.heartbeat("n1")
+    retried = await service.expire_leases()
     assert [r.state for r in retried] == ([NodeHealth.LOST] if lost_next else [])
     if not lost_next:  # the heartbeat's lease still runs out in the end
-        await lose(registry, clock)
-    assert await persisted(store, "n1") == registry.get("n1")
+        await lose(service, clock)
+    assert await persisted(store, "n1") == service.registry.get("n1")
 
 
 # --- logging --------------------------------------------------------------------------
@@ -308,14 +318,14 @@ def events(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str, dict[str, o
 async def test_state_changes_are_logged_once(
     store: SqliteStore, clock: Clock, allot_logs: pytest.LogCaptureFixture
 ) -> None:
-    registry = await load(store, clock)
+    service = await load(store, clock)
     allot_logs.clear()  # "node records loaded"
 
-    await say_hello(registry)
-    await say_hello(registry)  # no change: nothing to say
-    await registry.report_problems("n1", ["nvml unreadable"])
-    await lose(registry, clock)
-    await say_hello(registry)
+    await say_hello(service)
+    await say_hello(service)  # no change: nothing to say
+    await service.report_problems("n1", ["nvml unreadable"])
+    await lose(service, clock)
+    await say_hello(service)
 
     logged = [(level, message) for level, message, _ in events(allot_logs)]
     assert logged == [
@@ -336,12 +346,12 @@ async def test_state_changes_are_logged_once(
 async def test_a_hello_with_other_hardware_is_logged_as_an_inventory_change(
     store: SqliteStore, clock: Clock, allot_logs: pytest.LogCaptureFixture
 ) -> None:
-    registry = await load(store, clock)
-    await say_hello(registry)
+    service = await load(store, clock)
+    await say_hello(service)
     allot_logs.clear()
     fewer_cpus = msgspec.structs.replace(make_inventory(), reserved=CpuSet([0]))
 
-    await registry.hello("n1", inventory=fewer_cpus, address="10.0.0.7:41000", agent_version="x")
+    await service.hello("n1", inventory=fewer_cpus, address="10.0.0.7:41000", agent_version="x")
 
     assert events(allot_logs) == [
         (
@@ -356,9 +366,8 @@ async def test_a_hello_with_other_hardware_is_logged_as_an_inventory_change(
             },
         )
     ]
-    reloaded = await load(store, clock)
-    assert reloaded.get("n1") == registry.get("n1")
-    record = registry.get("n1")
+    assert await persisted(store, "n1") == service.registry.get("n1")
+    record = service.registry.get("n1")
     assert record is not None
     assert record.inventory.offered() == CpuSet([1])
 
@@ -371,24 +380,24 @@ async def test_a_report_during_a_hello_builds_on_the_hello(
 ) -> None:
     """Without one write at a time, the report read the record from before the hello
     and, committed after it, put the old inventory back."""
-    registry = await load(store, clock)
-    await say_hello(registry)
+    service = await load(store, clock)
+    await say_hello(service)
     more_cpus = msgspec.structs.replace(make_inventory(), hostname="host-b")
     await asyncio.gather(
-        registry.hello("n1", inventory=more_cpus, address="10.0.0.8:41000", agent_version="2"),
-        registry.report_problems("n1", ["docker: engine down"]),
+        service.hello("n1", inventory=more_cpus, address="10.0.0.8:41000", agent_version="2"),
+        service.report_problems("n1", ["docker: engine down"]),
     )
-    record = registry.get("n1")
+    record = service.registry.get("n1")
     assert record is not None
     assert (record.inventory.hostname, record.state) == ("host-b", NodeHealth.DEGRADED)
     assert await persisted(store, "n1") == record
 
 
 async def test_hellos_at_once_end_as_the_last_one_said(store: SqliteStore, clock: Clock) -> None:
-    registry = await load(store, clock)
+    service = await load(store, clock)
     hosts = [msgspec.structs.replace(make_inventory(), hostname=f"h{i}") for i in range(5)]
     said = await asyncio.gather(
-        *(registry.hello("n1", inventory=h, address="a", agent_version="v") for h in hosts)
+        *(service.hello("n1", inventory=h, address="a", agent_version="v") for h in hosts)
     )
     assert [previous.inventory.hostname if previous else None for previous, _ in said] == [
         None,
@@ -397,7 +406,7 @@ async def test_hellos_at_once_end_as_the_last_one_said(store: SqliteStore, clock
         "h2",
         "h3",
     ]
-    final = registry.get("n1")
+    final = service.registry.get("n1")
     assert final is not None
     assert final.inventory.hostname == "h4"
     assert await persisted(store, "n1") == final
@@ -411,26 +420,26 @@ async def test_a_hello_the_store_cannot_record_keeps_the_node_live_until_it_can(
     while the store is out nor when it is back; a lost node stays lost until a hello is
     recorded."""
     flaky = FlakyStore(store)
-    registry = await load(flaky, clock)
-    ready = await say_hello(registry)
+    service = await load(flaky, clock)
+    ready = await say_hello(service)
 
     flaky.failures = 10
     for _ in range(4):
         clock.advance(LEASE - 1)
         with pytest.raises(StoreError):
-            await say_hello(registry)
-        assert await registry.expire_leases() == []
+            await say_hello(service)
+        assert await service.expire_leases() == []
     flaky.failures = 0
-    assert await registry.expire_leases() == []
-    assert registry.get("n1") == ready
-    assert await say_hello(registry) == ready
+    assert await service.expire_leases() == []
+    assert service.registry.get("n1") == ready
+    assert await say_hello(service) == ready
 
-    await lose(registry, clock)
+    await lose(service, clock)
     flaky.failures = 1
     with pytest.raises(StoreError):
-        await say_hello(registry)
+        await say_hello(service)
     clock.advance(LEASE)
-    assert await registry.expire_leases() == []  # no lease for a lost node
+    assert await service.expire_leases() == []  # no lease for a lost node
     record = await persisted(store, "n1")
     assert record is not None
     assert record.state == NodeHealth.LOST

@@ -149,7 +149,7 @@ async def test_what_the_watch_brings_during_a_build_is_taken_in(
     assert state is not None
     assert _plain_books(state.books) == _plain_books(await read_books(store))
     registry = await NodeRegistry.load(store, lease_seconds=3600.0)
-    assert [record for record, _ in state.nodes] == registry.all()
+    assert [record for record, *_ in state.nodes] == registry.all()
     assert set(state.fresh) == set(NODES)
 
 

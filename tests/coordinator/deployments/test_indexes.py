@@ -142,13 +142,11 @@ async def run(op: Op, service: DeploymentService, clock: list[float]) -> None:
             for node in NODES:
                 if node != op.node:
                     registry.heartbeat(node)
-            await registry.expire_leases()
+            await service.expire_leases()
             if not op.flag:  # flag: still within its grace, holding its containers
                 await service.release_lost(0.0)
         case "return":
-            await registry.hello(
-                op.node, inventory=make_inventory(), address="x", agent_version="t"
-            )
+            await service.hello(op.node, inventory=make_inventory(), address="x", agent_version="t")
         case "quota" if op.count:
             await service.put_quota(Quota("team-a", ["team-a"], {}, {"cpu": op.count}))
         case "quota":
@@ -185,7 +183,7 @@ async def scenario(ops: list[Op], directory: Path) -> None:
         assert isinstance(registry, NodeRegistry)
         for node in NODES:
             inventory = make_inventory()
-            await registry.hello(node, inventory=inventory, address="127.0.0.1", agent_version="t")
+            await service.hello(node, inventory=inventory, address="127.0.0.1", agent_version="t")
         for op in ops:
             with contextlib.suppress(ApiError, QuotaError):  # refused: nothing changed
                 await run(op, service, clock)
@@ -198,12 +196,15 @@ async def scenario(ops: list[Op], directory: Path) -> None:
                 assert held == deployment.spec.count, f"{key} counts {held}"
             await replica.caught_up(store.revision)
             assert _plain_books(warm._books) == _plain_books(service._books)
-            kept = {record.name: record for record, _ in warm_nodes._records.values()}
+            kept = {record.name: record for record, *_ in warm_nodes._records.values()}
             assert kept == {record.name: record for record in registry.all()}
+            # the revisions each next change of a record compares: as the store has them
+            kept_at = {record.name: at for record, _, at in warm_nodes._records.values()}
+            assert kept_at == {name: registry.revision(name) for name in kept}
         taken_nodes = warm_nodes.take()
         assert taken_nodes is not None, "following the store failed"
         records, fresh = taken_nodes
-        assert [record for record, _ in records] == registry.all()
+        assert [record for record, *_ in records] == registry.all()
         # A leader's registry made of those records finds the states a decision would
         # make already there (the cache holds by the inventory's identity).
         taken = await NodeRegistry.load(store, lease_seconds=LEASE_SECONDS, loaded=records)
@@ -319,7 +320,7 @@ def test_drained_containers_wait_pending_until_a_node_takes_them(tmp_path: Path)
         registry = service._context.registry
         assert isinstance(registry, NodeRegistry)
         for node in NODES:
-            await registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
+            await service.hello(node, inventory=make_inventory(), address="x", agent_version="t")
         await service.cordon("n1", True)
         await service.cordon("n2", True)
         await service.deploy("team-a", spec("a", 3, True))
@@ -341,7 +342,7 @@ def test_drained_containers_wait_pending_until_a_node_takes_them(tmp_path: Path)
         clock[0] += LEASE_SECONDS + 1
         for node in ("n0", "n2"):
             registry.heartbeat(node)
-        await registry.expire_leases()
+        await service.expire_leases()
         released = await service.release_lost(0.0)
         assert (len(released.stand_ins), released.placed) == (3, {})
         await service.cordon("n2", False)

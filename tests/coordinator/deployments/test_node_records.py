@@ -93,7 +93,7 @@ async def test_inline_allocations_load_and_the_first_write_gives_each_a_key(
         first = await load(store)
         registry = first._context.registry
         assert isinstance(registry, NodeRegistry)
-        await registry.hello("n0", inventory=make_inventory(), address="x", agent_version="t")
+        await first.hello("n0", inventory=make_inventory(), address="x", agent_version="t")
         await first.deploy("team-a", spec("web", 3, True))
         await first.close()
         await inline_layout(store, "n0")

@@ -41,7 +41,7 @@ async def stranded(
     assert isinstance(registry, NodeRegistry)
     nodes = [f"n{i}" for i in range(len(deployments))]
     for node in nodes:
-        await registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
+        await service.hello(node, inventory=make_inventory(), address="x", agent_version="t")
         await service.cordon(node, True)
     for node, (namespace, spec) in zip(nodes, deployments, strict=True):
         await service.cordon(node, False)
@@ -96,7 +96,7 @@ def test_a_deployments_pending_containers_take_what_room_there_is(tmp_path: Path
         registry = service._context.registry
         assert isinstance(registry, NodeRegistry)
         for node in ("n0", "n1"):
-            await registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
+            await service.hello(node, inventory=make_inventory(), address="x", agent_version="t")
         await service.cordon("n1", True)
         small = ResourcesSpec(cpu="0.4", memory="64Mi")
         await service.deploy(
@@ -128,7 +128,7 @@ def test_a_preemptor_takes_the_room_its_victims_leave_before_any_other(tmp_path:
         service = await stranded(tmp_path, [("team-c", waiting)])  # pending, n0 cordoned
         registry = service._context.registry
         assert isinstance(registry, NodeRegistry)
-        await registry.hello("n1", inventory=make_inventory(), address="x", agent_version="t")
+        await service.hello("n1", inventory=make_inventory(), address="x", agent_version="t")
         for team in ("team-a", "team-b"):
             await service.put_quota(Quota(team, [team], {"cpu": "1"}, {"cpu": "2"}))
         borrow = DeploymentSpec(name="borrow", image="busybox", count=4, resources=half)

@@ -79,7 +79,7 @@ class StoppingMachine(RuleBasedStateMachine):
         self.registry = registry
         for node in NODES:
             self.run(
-                registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
+                self.service.hello(node, inventory=make_inventory(), address="x", agent_version="t")
             )
         # team-a borrows past a small min, so team-b's claims on its large one preempt
         for team, minimum in (("team-a", "0.5"), ("team-b", "3")):
@@ -178,7 +178,7 @@ class StoppingMachine(RuleBasedStateMachine):
         for other in NODES:
             if other != node:
                 self.registry.heartbeat(other)
-        self.run(self.registry.expire_leases())
+        self.run(self.service.expire_leases())
         self.decide(self.service.release_lost(0.0))
         if node not in {record.name for record in self.registry.all() if record.state == "lost"}:
             return
@@ -187,7 +187,7 @@ class StoppingMachine(RuleBasedStateMachine):
     @rule(node=st.sampled_from(NODES))
     def come_back(self, node: str) -> None:
         self.decide(
-            self.registry.hello(node, inventory=make_inventory(), address="x", agent_version="t")
+            self.service.hello(node, inventory=make_inventory(), address="x", agent_version="t")
         )
 
     # -- what agents do ----------------------------------------------------------------
