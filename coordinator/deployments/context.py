@@ -50,11 +50,10 @@ class Context:
         """This context with the node records ``batch`` writes on top of its own
         (``DraftedNodes``): what the next decider of the batch reads. The same context
         for the same writes, so its ready nodes are found once (O(nodes)) per change of
-        the node records in a batch, not once per decider. ``batch`` must no longer
-        change (the sequencer's batch so far)."""
+        the node records in a batch, not once per decider. O(the writes)."""
         if not (batch.records or batch.deleted_nodes):
             return self
-        writes = (batch.records, batch.hellos, batch.deleted_nodes)
+        writes = (dict(batch.records), set(batch.hellos), set(batch.deleted_nodes))
         if self._over and self._over[0][0] == writes:
             return self._over[0][1]
         nodes = DraftedNodes(self.registry, *writes)

@@ -299,7 +299,7 @@ class Draft:
         trial = Draft(self.books, self.context, self.change.copy())
         trial._first_note = self._first_note
         value = step(trial)
-        self.change = trial.change
+        self.change, self.context = trial.change, trial.context
         self.dirty |= trial.dirty
         return value
 
@@ -313,6 +313,13 @@ class Draft:
 
     def drop_pending(self, container_id: str) -> None:
         self.change.drop_pending(container_id)
+
+    def put_record(self, record: NodeRecord, *, hello: bool = False) -> None:
+        """``record`` is its node's record now (``hello``: its agent said hello); what
+        this draft reads of the node records from here on (placement, lost nodes) sees
+        it (``Context.over``)."""
+        self.change.put_record(record, hello=hello)
+        self.context = self.context.over(self.change)
 
     def put_node(self, state: NodeState) -> None:
         self.change.nodes[state.name] = state

@@ -26,8 +26,8 @@ class DraftedNodes:
         deleted: Set[str],
     ) -> None:
         """Over ``committed``: ``records`` put, those of ``hellos`` checked by a hello
-        (no longer unusable), ``deleted`` gone. The mappings are not copied: the caller
-        gives ones that no longer change."""
+        (no longer unusable), ``deleted`` gone. Not copied: the caller gives ones
+        that no longer change."""
         self._committed = committed
         self._records = records
         self._hellos = hellos

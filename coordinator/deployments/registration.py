@@ -57,7 +57,7 @@ def hello(
         agent_version=agent_version,
         now=now,
     )
-    draft.change.put_record(record, hello=True)
+    draft.put_record(record, hello=True)
     if previous is not None and previous.inventory != inventory:
         node_admin.follow_inventory(draft, name, previous.inventory, inventory)
     return previous, record
@@ -71,7 +71,7 @@ def report_problems(draft: Draft, name: str, problems: Sequence[str], *, now: fl
         return
     record = on_problems(previous, problems, now=now)
     if record is not previous:
-        draft.change.put_record(record)
+        draft.put_record(record)
 
 
 def mark_lost(draft: Draft, due: Due, *, now: float, release: bool) -> list[NodeRecord]:
@@ -85,7 +85,7 @@ def mark_lost(draft: Draft, due: Due, *, now: float, release: bool) -> list[Node
         if record is not seen or record.state == NodeHealth.LOST:
             continue
         gone = on_lease_expired(record, lease_seconds=lease_seconds, now=now)
-        draft.change.put_record(gone)
+        draft.put_record(gone)
         draft.note(Note("lost", gone.reason, node=name))
         lost.append(gone)
     if release and lost:

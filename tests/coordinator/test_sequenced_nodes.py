@@ -110,14 +110,16 @@ async def deploy(cluster: Coordinator, name: str, count: int = 1) -> int:
     return status
 
 
-async def assert_memory_is_a_fresh_load(cluster: Coordinator) -> None:
+async def assert_memory_is_a_fresh_load(
+    cluster: Coordinator, *, lease_seconds: float = LEASE_SECONDS
+) -> None:
     """Node records, the revisions their next changes compare, the books and their
     indexes in memory are what a fresh load of the store gives; and every node's
     capacity in the books is what its stored record's inventory offers."""
     service = cluster.app[DEPLOYMENTS]
     await service.quiet()
     store = cluster.app[STORE]
-    loaded = await NodeRegistry.load(store, lease_seconds=LEASE_SECONDS)
+    loaded = await NodeRegistry.load(store, lease_seconds=lease_seconds)
     registry = service.registry
     assert loaded.all() == registry.all()
     names = [record.name for record in loaded.all()]
@@ -272,3 +274,44 @@ async def test_a_hello_racing_a_deploy_onto_its_node_keeps_capacity_and_record_t
 async def containers(cluster: Coordinator, deployment: str) -> list[Any]:
     found = await cluster.get_json(f"/v1/containers?namespace={NAMESPACE}")
     return [c for c in found["containers"] if c["record"]["deployment"] == deployment]
+
+
+async def test_with_no_grace_a_lost_nodes_release_is_in_the_commit_that_marks_it_lost(
+    tmp_path: Path,
+) -> None:
+    """``lost_node_grace_seconds = 0``: the record marked lost, its ``lost`` event, and
+    its containers released with their stand-ins placed on the node still there, all at
+    one revision; memory is then a fresh load of the store."""
+    config = config_for(
+        tmp_path, lease_seconds=0.6, heartbeat_seconds=0.2, lost_node_grace_seconds=0.0
+    )
+    runner, url = await start(config)
+    async with aiohttp.ClientSession() as http:
+        cluster = Coordinator(url=url, app=runner.app, http=http)
+        silent = await say_hello(cluster, "node-a", inventory())
+        await deploy(cluster, "web", 3)
+        alive = await say_hello(cluster, "node-b", inventory())
+
+        async def beat() -> None:
+            while not alive.closed:
+                await alive.send_bytes(frame("heartbeat"))
+                await asyncio.sleep(0.1)
+
+        beating = asyncio.create_task(beat())
+        assert await receive_close(silent) == 4001  # its lease ran out
+        stored = {e.key: e for e in await cluster.app[STORE].range("/")}
+        lost_at = stored[NODE_PREFIX + "node-a"].mod_revision
+        moved = [e for key, e in stored.items() if key.startswith("/containers/")]
+        assert len(moved) == 3
+        assert {json_of(e.value)["node"] for e in moved} == {"node-b"}
+        assert {e.create_revision for e in moved} == {lost_at}
+        events = (await cluster.get_json("/v1/events?node=node-a"))["events"]
+        assert [e["kind"] for e in events if e["kind"] == "lost"] == ["lost"]
+        beating.cancel()
+        await sessions_end(cluster, [alive])
+        await assert_memory_is_a_fresh_load(cluster, lease_seconds=0.6)
+    await runner.cleanup()
+
+
+def json_of(value: bytes) -> Any:
+    return msgspec.json.decode(value)
