@@ -1,7 +1,7 @@
 """What agents' hellos cost the coordinator: ``--agents`` agents say hello at once over
-real websockets (new nodes), a deployment puts a container on each node, then every
-agent comes back at once, in a new session, with other hardware (a CPU reserved), so
-that each node's capacity follows its inventory.
+real websockets (new nodes), a deployment puts a container on each node (strategy
+``each``), then every agent comes back at once, in a new session, with other hardware (a
+CPU reserved), so that each node's capacity follows its inventory.
 
     .venv/bin/python bench/node_hellos.py [--agents 300]
 
@@ -100,7 +100,7 @@ async def run(agents: int, directory: Path) -> None:
         spec = {
             "name": "spread",
             "image": "busybox",
-            "count": agents,
+            "count": 1,  # on each node
             "resources": {"cpu": "0.1", "memory": "64Mi"},
             "strategy": "each",
         }
