@@ -76,9 +76,10 @@ def report_problems(draft: Draft, name: str, problems: Sequence[str], *, now: fl
 
 def mark_lost(draft: Draft, due: Due, *, now: float, release: bool) -> list[NodeRecord]:
     """Mark lost each node of ``due`` whose record is still the one it had when its lease
-    ran out (a hello decided since renewed it), each with a ``lost`` event; with
-    ``release`` (no grace), their containers are released in the same draft. The new
-    records, by name."""
+    ran out, each with a ``lost`` event; with ``release`` (no grace), their containers
+    are released in the same draft. A node whose record a decision before this one
+    changed is left (a hello renewed its lease; after another change it is due again:
+    ``NodeRegistry.due_again``). The new records, by name."""
     lost: list[NodeRecord] = []
     for name, (seen, lease_seconds) in sorted(due.items()):
         record = draft.record(name)

@@ -403,18 +403,22 @@ class DeploymentService:
     async def expire_leases(self, *, release: bool = False) -> list[NodeRecord]:
         """Mark lost every node whose lease has ended, with its event; with ``release``
         (no grace), their containers are released in the same commit. The new records.
-        A failure leaves those nodes due again (``NodeRegistry.due_again``)."""
+        A failure, or a record changed meanwhile without a new lease (a problems report),
+        leaves those nodes due again (``NodeRegistry.due_again``)."""
         due = self._registry.expired()
         if not due:
             return []
         now = self._registry.now()
         try:
-            return await self._sequencer.decide(
+            lost = await self._sequencer.decide(
                 lambda d: registration.mark_lost(d, due, now=now, release=release)
             )
         except BaseException:
             self._registry.due_again(due)
             raise
+        marked = {record.name for record in lost}
+        self._registry.due_again(name for name in due if name not in marked)
+        return lost
 
     async def cordon(self, node: str, cordoned: bool) -> None:
         await self._sequencer.decide(lambda d: node_admin.cordon(d, node, cordoned))

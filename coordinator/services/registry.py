@@ -58,7 +58,8 @@ def loaded_record(value: bytes) -> tuple[NodeRecord, str | None]:
 
 
 class NodeRecords(Protocol):
-    """Node records to read: the registry, or a frozen copy of it."""
+    """Node records to read: the registry, a frozen copy of it, or the records a decision
+    reads (``deployments.drafted_nodes``)."""
 
     @property
     def version(self) -> int: ...

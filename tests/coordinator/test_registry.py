@@ -304,6 +304,27 @@ async def test_a_node_whose_loss_was_not_saved_is_not_lost(
     assert await persisted(store, "n1") == service.registry.get("n1")
 
 
+async def test_a_node_whose_record_changed_while_it_was_due_is_lost_at_the_next_check(
+    store: SqliteStore, clock: Clock
+) -> None:
+    """Its lease ran out while a problems report was being decided: the loss, decided on
+    the record from before the report, is not made on top of it, and the node is lost at
+    the next check all the same (its lease was not renewed)."""
+    service = await load(store, clock)
+    await say_hello(service)
+    clock.advance(LEASE)
+    _, lost = await asyncio.gather(
+        service.report_problems("n1", ["docker: engine down"]), service.expire_leases()
+    )
+    assert lost == []
+    degraded = await persisted(store, "n1")
+    assert degraded is not None
+    assert degraded.state == NodeHealth.DEGRADED
+    [again] = await service.expire_leases()
+    assert (again.state, again.reason) == (NodeHealth.LOST, "no heartbeat for 15s")
+    assert await persisted(store, "n1") == again
+
+
 # --- logging --------------------------------------------------------------------------
 
 
