@@ -173,6 +173,7 @@ async def _leases(app: web.Application) -> AsyncIterator[None]:
     sweeper = asyncio.create_task(_sweep_leases(service, config.lease_sweep_seconds))
     yield
     await _stop(sweeper)
+    await service.idle()  # what was accepted is committed before the store closes
 
 
 async def _quotas(app: web.Application) -> AsyncIterator[None]:
