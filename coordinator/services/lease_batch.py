@@ -237,10 +237,9 @@ class LeaseBatch:
         for key, first in self._first.items():
             resource_id, holder = key
             present = books.tables.get(resource_id)
-            lease = None if present is None else present.get(holder)
+            lease = leases[key] = None if present is None else present.get(holder)
             if lease == first:
                 continue  # changed, then changed back: nothing to write
-            leases[key] = lease
             if lease is None:
                 deletes.append(held_key(resource_id, holder))
             else:
