@@ -60,6 +60,10 @@ START_SECONDS = 60.0  # loading a large lease table included
 STOP_SECONDS = 10.0
 
 
+class LeaseProcessFailed(Exception):
+    """The lease process did not start (its port in use, say: its log says why)."""
+
+
 @dataclass(frozen=True)
 class LeaseDoor:
     """How the main process reaches the lease process: its URL and an admin token of the
@@ -136,14 +140,17 @@ async def lease_process(
 
 
 def _ready(link: Connection, process: BaseProcess) -> str:
-    """The URL the lease process sends once it serves; RuntimeError if it died first."""
+    """The URL the lease process sends once it serves; LeaseProcessFailed if it ends
+    first, or does not serve within ``START_SECONDS`` (then it is killed)."""
     if link.poll(START_SECONDS):
         with contextlib.suppress(EOFError):
             url: str = link.recv()
             return url
     link.close()
-    process.kill()
-    raise RuntimeError(f"the lease process did not start (exit code {process.exitcode})")
+    if process.is_alive():
+        process.kill()
+        raise LeaseProcessFailed(f"it did not serve within {START_SECONDS:g} s")
+    raise LeaseProcessFailed(f"it ended with exit code {process.exitcode} before serving")
 
 
 async def gather_leases(config: CoordinatorConfig) -> None:

@@ -21,7 +21,7 @@ from coordinator.config import ENV_PREFIX, CoordinatorConfig
 from coordinator.doors import Doors, DoorSite, open_doors
 from coordinator.keys import METRICS
 from coordinator.leading import serve_on_etcd
-from coordinator.lease_worker import LeaseDoor, lease_process
+from coordinator.lease_worker import LeaseDoor, LeaseProcessFailed, lease_process
 from coordinator.store import StoreError
 from coordinator.store.etcd import check_root
 from coordinator.store.etcd_link import EtcdSettings, endpoint_problem
@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except ListenError as error:
         log.error("cannot listen", host=config.host, port=config.port, reason=error)
+        return 1
+    except LeaseProcessFailed as error:
+        log.error("the lease process did not start", address=config.lease_address, reason=error)
         return 1
     return 0
 
