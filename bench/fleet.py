@@ -2,7 +2,8 @@
 lease API under that load, memory, and restart, through the public surfaces only.
 
     .venv/bin/python bench/fleet.py [--agents 1000] [--containers 10000] [--deploy-size 1000]
-                                    [--lease-rate 1000] [--workers 1] [--store sqlite|etcd]
+                                    [--lease-rate 1000] [--lease-process] [--workers 1]
+                                    [--store sqlite|etcd]
                                     [--json FILE]
     .venv/bin/python bench/fleet.py --smoke      # 20 agents, 200 containers: seconds
 
@@ -726,6 +727,11 @@ async def run_on(args: argparse.Namespace, workdir: Path, store: str) -> Figures
     """The run, with the coordinator's store settings ``store`` (TOML; "": SQLite)."""
     join_token, api_token = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     port = free_port()
+    lease_url = f"http://127.0.0.1:{port}"
+    if args.lease_process:  # the lease API served by a process of its own, on its port
+        lease_port = free_port()
+        lease_url = f"http://127.0.0.1:{lease_port}"
+        store += f'lease_address = "127.0.0.1:{lease_port}"\n'
     coordinator = Coordinator(workdir, port, join_token, api_token, store)
     context = multiprocessing.get_context("spawn")
     options = FleetOptions(
@@ -738,7 +744,7 @@ async def run_on(args: argparse.Namespace, workdir: Path, store: str) -> Figures
     )
     fleet = Fleet(context, options, args.agents, args.workers)
     load = LeaseLoad(
-        url=coordinator.url,
+        url=lease_url,
         token=api_token,
         resource=LEASE_RESOURCE,
         rate=args.lease_rate,
@@ -803,6 +809,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lease-clients", type=int, default=1000, help="distinct client ids")
     parser.add_argument("--lease-in-flight", type=int, default=256, help="most outstanding")
     parser.add_argument("--lease-idle", type=float, default=3.0, help="seconds before deploys")
+    parser.add_argument(
+        "--lease-process",
+        action="store_true",
+        help="serve leases from a process of their own (lease_address) and send the lease"
+        " load there",
+    )
     parser.add_argument("--singles", type=int, default=20, help="single-container deploys")
     parser.add_argument("--workers", type=int, default=1, help="processes of agents")
     parser.add_argument("--connect-concurrency", type=int, default=256, help="handshakes")

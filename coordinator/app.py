@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
+import aiohttp
 from aiohttp import web
 
 from coordinator.agent_hub import AgentHub
@@ -18,9 +19,11 @@ from coordinator.auth_failures import FailureBook
 from coordinator.config import CoordinatorConfig
 from coordinator.deployments.service import DeploymentService
 from coordinator.http.auth import AGENT_PATH, AuthRefusals, api_tokens_middleware
-from coordinator.http.cluster import add_routes
+from coordinator.http.cluster import add_routes, healthz
+from coordinator.http.cluster import metrics as scrape
 from coordinator.http.deployments import add_deployment_routes
 from coordinator.http.errors import json_errors
+from coordinator.http.lease_forward import LEASE_LINK, LeaseLink, forward
 from coordinator.http.leases import add_lease_routes
 from coordinator.http.node_admin import add_node_admin_routes
 from coordinator.http.plans import add_plan_routes
@@ -39,6 +42,7 @@ from coordinator.keys import (
     REGISTRY,
     STORE,
 )
+from coordinator.lease_worker import LeaseDoor
 from coordinator.metrics import Metrics
 from coordinator.metrics_deployments import DeploymentCollector
 from coordinator.metrics_fleet import LeaderFleet
@@ -69,12 +73,58 @@ def make_app(
     store: Store | None = None,
     warm: WarmState | None = None,
     failures: FailureBook | None = None,
+    leases: LeaseDoor | None = None,
 ) -> web.Application:
     """The application; on ``store`` if given (the elected leader's fenced store, which
     outlives the application), else on the store the settings choose; with the node
     records and deployments a standby kept current (``warm``), else read from the store;
     keeping its account of failed authentications in ``failures`` (a fresh book by
-    default; a test that fails on purpose may give one that holds nothing back)."""
+    default; a test that fails on purpose may give one that holds nothing back); with
+    the lease API forwarded to the lease process behind ``leases`` if given, else served
+    here."""
+    app = _base_app(config, failures)
+    app.cleanup_ctx.append(_store if store is None else _given_store(store))
+    app.cleanup_ctx.append(_registry(None if warm is None else warm.nodes))
+    if leases is None:
+        app.cleanup_ctx.append(_leases)
+        app.on_startup.append(_follow_leases_in_metrics)
+        add_lease_routes(app)
+    else:
+        app.cleanup_ctx.append(_lease_link(leases))
+        add_lease_routes(app, forward)
+    app.cleanup_ctx.append(_quotas)
+    app.cleanup_ctx.append(_pools)
+    app.cleanup_ctx.append(_deployments(warm))
+    app.cleanup_ctx.append(_agent_hub)
+    app.on_startup.append(_follow_in_metrics)
+    app.on_shutdown.append(_close_agent_sessions)
+    add_routes(app)
+    add_plan_routes(app)
+    add_quota_routes(app)
+    add_pool_routes(app)
+    add_deployment_routes(app)
+    add_node_admin_routes(app)
+    add_openapi_routes(app)
+    add_dashboard(app, config)
+    app.router.add_get(AGENT_PATH, _agent_socket)
+    return app
+
+
+def make_lease_app(config: CoordinatorConfig, store: Store) -> web.Application:
+    """The lease process's application (``lease_worker``): the lease API alone, on
+    ``store``, with its health and its metrics."""
+    app = _base_app(config, None)
+    app.cleanup_ctx.append(_given_store(store))
+    app.cleanup_ctx.append(_leases)
+    app.on_startup.append(_follow_leases_in_metrics)
+    add_lease_routes(app)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", scrape)
+    return app
+
+
+def _base_app(config: CoordinatorConfig, failures: FailureBook | None) -> web.Application:
+    """An application with the coordinator's middlewares, settings and metrics."""
     metrics = Metrics(leader=True)
     refusals = AuthRefusals(metrics.auth_failures, failures)
     app = web.Application(
@@ -88,25 +138,6 @@ def make_app(
     app[CONFIG] = config
     app[METRICS] = metrics
     app[REFUSALS] = refusals
-    app.cleanup_ctx.append(_store if store is None else _given_store(store))
-    app.cleanup_ctx.append(_registry(None if warm is None else warm.nodes))
-    app.cleanup_ctx.append(_leases)
-    app.cleanup_ctx.append(_quotas)
-    app.cleanup_ctx.append(_pools)
-    app.cleanup_ctx.append(_deployments(warm))
-    app.cleanup_ctx.append(_agent_hub)
-    app.on_startup.append(_follow_in_metrics)
-    app.on_shutdown.append(_close_agent_sessions)
-    add_routes(app)
-    add_lease_routes(app)
-    add_plan_routes(app)
-    add_quota_routes(app)
-    add_pool_routes(app)
-    add_deployment_routes(app)
-    add_node_admin_routes(app)
-    add_openapi_routes(app)
-    add_dashboard(app, config)
-    app.router.add_get(AGENT_PATH, _agent_socket)
     return app
 
 
@@ -124,7 +155,10 @@ async def _follow_in_metrics(app: web.Application) -> None:
     metrics.write(ContainerUsage(fleet, series_per=config.metrics_container_series))
     metrics.follow(QuotaCollector(app[QUOTAS], deployments, share_base=config.share_base))
     metrics.follow(PoolCollector(app[POOLS]))
-    metrics.follow(LeaseCollector(app[LEASES]))
+
+
+async def _follow_leases_in_metrics(app: web.Application) -> None:
+    app[METRICS].follow(LeaseCollector(app[LEASES]))
 
 
 async def _close_agent_sessions(app: web.Application) -> None:
@@ -172,6 +206,23 @@ async def _leases(app: web.Application) -> AsyncIterator[None]:
     sweeper = asyncio.create_task(_sweep_leases(service, config.lease_sweep_seconds))
     yield
     await _stop(sweeper)
+    await service.idle()  # what was accepted is committed before the store closes
+
+
+def _lease_link(door: LeaseDoor) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def lease_link(app: web.Application) -> AsyncIterator[None]:
+        metrics = app[METRICS]
+        # Counted where the requests are decided; the lease process's figures are shown.
+        metrics.registry.unregister(metrics.lease_requests)
+        async with aiohttp.ClientSession() as session:
+            link = LeaseLink(door, session)
+            app[LEASE_LINK] = link
+            metrics.write(link.families)
+            following = asyncio.create_task(link.follow_metrics())
+            yield
+            await _stop(following)
+
+    return lease_link
 
 
 async def _quotas(app: web.Application) -> AsyncIterator[None]:

@@ -250,6 +250,14 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     lease_sweep_seconds: Annotated[
         float, Meta(gt=0, description="how often expired capacity leases are dropped")
     ] = 1.0
+    lease_address: Annotated[
+        str,
+        Meta(
+            description="host:port where a process of its own serves the lease API (port 0:"
+            " any free port), so that deploys never delay it; empty: the main process serves"
+            " it. The main port's lease routes are forwarded there either way"
+        ),
+    ] = ""
     metrics_container_series: Annotated[
         Literal["container", "deployment"],
         Meta(
@@ -278,6 +286,8 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError(f"resources: {error.message}") from None
         _check_etcd(self)
         _check_tls(self)
+        if self.lease_address:
+            _check_lease_address(self)
         if self.heartbeat_seconds >= self.lease_seconds:
             raise ValueError(
                 f"heartbeat_seconds ({self.heartbeat_seconds:g}) must be shorter than"
@@ -304,6 +314,17 @@ class CoordinatorConfig(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def store_path(self) -> Path:
         return Path(self.data_dir) / "allot.db"
+
+    @property
+    def lease_store_path(self) -> Path:
+        """The lease process's own SQLite store, beside the main one."""
+        return Path(self.data_dir) / "leases.db"
+
+    @property
+    def lease_host_port(self) -> tuple[str, int]:
+        """``lease_address`` split (IPv6 hosts in brackets: ``[::1]:7602``)."""
+        host, _, port = self.lease_address.rpartition(":")
+        return host.removeprefix("[").removesuffix("]"), int(port)
 
     @property
     def etcd(self) -> EtcdSettings:
@@ -371,6 +392,18 @@ def _check_tls(config: CoordinatorConfig) -> None:
             f"host {config.host!r} is beyond loopback and TLS is off: tokens would cross the"
             " network in clear. Give tls_cert_file and tls_key_file (allot-coordinator tls"
             " makes them), or allow_insecure_http = true on a network you trust"
+        )
+
+
+def _check_lease_address(config: CoordinatorConfig) -> None:
+    host, colon, port = config.lease_address.rpartition(":")
+    if not (colon and host and port.isdigit() and int(port) <= 65535):
+        raise ValueError(f"lease_address {config.lease_address!r} must be host:port")
+    host = config.lease_host_port[0]
+    if not config.tls and not config.allow_insecure_http and not is_loopback(host):
+        raise ValueError(
+            f"lease_address {config.lease_address!r} is beyond loopback and TLS is off;"
+            " give the TLS files, or allow_insecure_http = true on a network you trust"
         )
 
 

@@ -41,6 +41,7 @@ from coordinator.config import CoordinatorConfig
 from coordinator.doors import Doors, DoorSite, open_doors
 from coordinator.election import LEADER_KEY, Election, Leadership
 from coordinator.keys import METRICS
+from coordinator.lease_worker import lease_process
 from coordinator.metrics_standby import standby_metrics
 from coordinator.standby import make_standby_app
 from coordinator.store import ClusterStore, StoreError
@@ -129,27 +130,29 @@ async def _lead(
         )
         await replica.caught_up(await fenced.finish_journals())
         kept = None if warm is None else warm.take()
-        app = make_app(config, store=fenced, warm=kept)
-        app[METRICS].follow_connections(doors)
-        async with _serving(app, listener, tls, doors, shutdown_s=5.0):
-            log.warning(
-                "leading",
-                url=url,
-                revision=replica.revision,
-                state="kept by this standby" if kept else "read from the store",
-                took_s=round(time.monotonic() - started, 3),
-            )
-            notify("READY=1", "STATUS=leader")
-            why = await _unless_stopping(losing, stopping)
-            if why is None:
-                log.info("coordinator stopping")
-                notify("STOPPING=1")
-            else:
-                log.warning("no longer the leader; standing by", reason=why)
-                # At once, not once the application has stopped: a standby need not wait
-                # for the TTL, and a commit of unknown outcome that is still in flight is
-                # refused by the fence.
-                await election.resign(won)
+        # The lease process commits fenced by the same key, and stops with the leadership.
+        async with lease_process(config, won_at=won.won_at) as leases:
+            app = make_app(config, store=fenced, warm=kept, leases=leases)
+            app[METRICS].follow_connections(doors)
+            async with _serving(app, listener, tls, doors, shutdown_s=5.0):
+                log.warning(
+                    "leading",
+                    url=url,
+                    revision=replica.revision,
+                    state="kept by this standby" if kept else "read from the store",
+                    took_s=round(time.monotonic() - started, 3),
+                )
+                notify("READY=1", "STATUS=leader")
+                why = await _unless_stopping(losing, stopping)
+                if why is None:
+                    log.info("coordinator stopping")
+                    notify("STOPPING=1")
+                else:
+                    log.warning("no longer the leader; standing by", reason=why)
+                    # At once, not once the application has stopped: a standby need not wait
+                    # for the TTL, and a commit of unknown outcome that is still in flight is
+                    # refused by the fence.
+                    await election.resign(won)
     finally:
         losing.cancel()
         compacting.cancel()

@@ -18,9 +18,10 @@ from aiohttp import web
 
 from coordinator.app import make_app
 from coordinator.config import ENV_PREFIX, CoordinatorConfig
-from coordinator.doors import DoorSite, open_doors
+from coordinator.doors import Doors, DoorSite, open_doors
 from coordinator.keys import METRICS
 from coordinator.leading import serve_on_etcd
+from coordinator.lease_worker import LeaseDoor, LeaseProcessFailed, lease_process
 from coordinator.store import StoreError
 from coordinator.store.etcd import check_root
 from coordinator.store.etcd_link import EtcdSettings, endpoint_problem
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except ListenError as error:
         log.error("cannot listen", host=config.host, port=config.port, reason=error)
+        return 1
+    except LeaseProcessFailed as error:
+        log.error("the lease process did not start", address=config.lease_address, reason=error)
         return 1
     return 0
 
@@ -221,7 +225,14 @@ def _url(address: tuple[str, int], *, tls: bool) -> str:
 
 async def _serve_alone(config: CoordinatorConfig, tls: ssl.SSLContext | None) -> None:
     doors = open_doors(config)
-    app = make_app(config)
+    async with lease_process(config, won_at=None) as door:
+        await _serve_alone_with(config, tls, doors, door)
+
+
+async def _serve_alone_with(
+    config: CoordinatorConfig, tls: ssl.SSLContext | None, doors: Doors, leases: LeaseDoor | None
+) -> None:
+    app = make_app(config, leases=leases)
     app[METRICS].follow_connections(doors)
     runner = web.AppRunner(
         app, access_log=None, shutdown_timeout=5.0, keepalive_timeout=doors.keepalive_s

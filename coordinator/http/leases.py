@@ -11,6 +11,7 @@ namespaces, the others' as totals (``lease_views``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -143,12 +144,20 @@ async def resource_leases(request: web.Request) -> web.Response:
     return json_response(leases_seen(resource_id, leases, principal_of(request).may_use))
 
 
-def add_lease_routes(app: web.Application) -> None:
-    app.router.add_post("/v1/capacity", capacity)
-    app.router.add_post("/v1/capacity/release", release)
-    app.router.add_get("/v1/resources", list_resources)
-    app.router.add_put("/v1/resources/{id}", put_template)
-    app.router.add_get("/v1/resources/{id}", get_template)
-    app.router.add_delete("/v1/resources/{id}", delete_template)
-    app.router.add_get("/v1/resources/{id}/status", resource_status)
-    app.router.add_get("/v1/resources/{id}/leases", resource_leases)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def add_lease_routes(app: web.Application, forward: Handler | None = None) -> None:
+    """The lease routes; each handled by ``forward`` if given (``http.lease_forward``)."""
+    routes: list[tuple[str, str, Handler]] = [
+        ("POST", "/v1/capacity", capacity),
+        ("POST", "/v1/capacity/release", release),
+        ("GET", "/v1/resources", list_resources),
+        ("PUT", "/v1/resources/{id}", put_template),
+        ("GET", "/v1/resources/{id}", get_template),
+        ("DELETE", "/v1/resources/{id}", delete_template),
+        ("GET", "/v1/resources/{id}/status", resource_status),
+        ("GET", "/v1/resources/{id}/leases", resource_leases),
+    ]
+    for method, path, handler in routes:
+        app.router.add_route(method, path, forward or handler)

@@ -405,17 +405,22 @@ class LeaseTable:
 
         Each id is returned once: by the call that drops it. Cost O(k log n) for the k
         heap entries due (stale ones included), never a scan of the leases."""
+        return [lease.client_id for lease in self.expire_leases(now)]
+
+    def expire_leases(self, now: float) -> list[LeaseState]:
+        """Equivalent to ``expire``, returning each dropped lease as it was held (for
+        a caller that may have to put them back). Same cost."""
         return self._expire_due(_number("now", now, minimum=None))
 
-    def _expire_due(self, now: float) -> list[str]:
+    def _expire_due(self, now: float) -> list[LeaseState]:
         heap = self._heap
-        due: list[str] = []
+        due: list[LeaseState] = []
         while heap and heap[0][0] <= now:
             expiry, client_id = heapq.heappop(heap)
             held = self._leases.get(client_id)
             if held is not None and held[EXPIRY] == expiry:
                 self._drop(client_id, held)
-                due.append(client_id)
+                due.append(LeaseState(client_id, *held))
         return due
 
     # --- reading --------------------------------------------------------------------

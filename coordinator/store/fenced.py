@@ -120,8 +120,12 @@ class FencedStore:
         on_deposed: Callable[[str], None],
         quorum: Quorum | None = None,
         most_operations: int | None = None,
+        tag: str = "",
     ) -> None:
         self._store = store
+        # Another process of the same leader (the lease process) fences its commits with
+        # the same key: its markers carry a tag of their own, so the two never share one.
+        self._tag = tag
         # etcd's --max-txn-ops: a commit with more writes is made in steps (None: never).
         self._page = most_operations
         # Known lost: a commit is refused at once, unsent (one in flight is still settled).
@@ -154,7 +158,8 @@ class FencedStore:
         if not (txn.puts or txn.deletes):  # nothing to apply twice: no marker needed
             return await self._fenced(replace(txn, compares=(*txn.compares, self._fence)))
         if self._left is None:
-            # Earlier leaders' markers only: this leader's own are in use or free.
+            # Earlier leaders' markers only: this leader's own (of any of its processes)
+            # are in use or free.
             own = f"{MARKERS}{self._fence.create_revision}-"
             left = {e.key for e in await self._store.range(MARKERS) if not e.key.startswith(own)}
             if self._left is None:  # not read meanwhile by a concurrent first commit
@@ -326,7 +331,8 @@ class FencedStore:
         return self._store.revision
 
     def _new_marker(self) -> Marker:
-        return Marker(f"{MARKERS}{self._fence.create_revision}-{next(self._serial)}", 0)
+        serial = next(self._serial)
+        return Marker(f"{MARKERS}{self._fence.create_revision}-{self._tag}{serial}", 0)
 
     async def close(self) -> None:
         """The store under the fence outlives it (it goes on as a standby's)."""

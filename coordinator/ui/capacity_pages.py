@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from coordinator.http.lease_forward import LEASE_LINK
 from coordinator.http.roles import principal_of
 from coordinator.keys import CONFIG, DEPLOYMENTS, LEASES, POOLS, QUOTAS, REGISTRY
 from coordinator.pools import ROOT
@@ -90,10 +91,14 @@ def _pct(share: float) -> float:
 
 
 async def leases_page(request: web.Request) -> web.StreamResponse:
-    service = request.config_dict[LEASES]
     may_use = principal_of(request).may_use
+    link = request.config_dict.get(LEASE_LINK)
+    if link is None:
+        service = request.config_dict[LEASES]
+        held = [(status, service.leases(status.resource_id)) for status in service.statuses()]
+    else:  # the lease process serves leases: read from there
+        held = [(status, await link.leases(status.resource_id)) for status in await link.statuses()]
     resources = [
-        (status, leases_seen(status.resource_id, service.leases(status.resource_id), may_use))
-        for status in service.statuses()
+        (status, leases_seen(status.resource_id, leases, may_use)) for status, leases in held
     ]
     return render(request, "leases.html", {"resources": resources})

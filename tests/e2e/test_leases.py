@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import Service, allotctl, api
+from tests.e2e.processes import Service, allotctl, api, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -87,3 +87,37 @@ def test_leases_survive_kill_9_and_restart_without_learning(
     missing = allotctl(server, "resource", "nothing.matches")
     assert missing.returncode == 1
     assert "no resource 'nothing.matches'" in missing.stderr
+
+
+def test_a_lease_process_of_its_own_goes_with_its_coordinator_and_keeps_the_leases(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    """With ``lease_address`` the leases are served on a port of their own and, forwarded,
+    on the main one; a coordinator killed with SIGKILL takes its lease process with it (a
+    restart binds the same lease port again), and the leases come back."""
+    lease_port = free_port()
+    toml = f'lease_address = "127.0.0.1:{lease_port}"\n{TEMPLATES}'
+    first = Service.coordinator(tmp_path, toml=toml).start()
+    services.append(first)
+    # The lease process is spawned first: a fresh interpreter importing the coordinator.
+    server = first.wait_for(r"coordinator listening url=(\S+)", timeout=60).group(1)
+    leases = first.wait_for(r"lease process serving url=(\S+)").group(1)
+    assert leases == f"http://127.0.0.1:{lease_port}"
+    assert grant(leases, "c0", 60, has=60) == 60  # learning: the store is new
+    assert grant(server, "c1", 100, has=40) == 40
+    first.kill9()
+    first.wait_for(r'lease process stopping reason="the coordinator is gone"')
+
+    port = int(server.rsplit(":", 1)[1])
+    second = Service.coordinator(tmp_path, port=port, toml=toml).start()
+    services.append(second)
+    second.wait_for(r"coordinator listening", timeout=60)
+    second.wait_for(r"leases loaded templates=1 resources=1 leases=2 dropped=0 learning=false")
+    for url in (server, leases):
+        held = api(url, "/v1/resources/db.write/leases")["leases"]
+        assert {lease["client_id"]: lease["has"] for lease in held} == {"c0": 60, "c1": 40}
+    resources = allotctl(server, "resources")
+    assert resources.returncode == 0, resources.stderr
+    assert resources.stdout.splitlines()[-1].split()[:7] == [
+        "db.write", "db.write", "FAIR_SHARE", "100", "100", "160", "2",
+    ]  # fmt: skip
