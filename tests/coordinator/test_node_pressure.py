@@ -20,6 +20,7 @@ from tests.coordinator.conftest import (
     register,
     start,
 )
+from tests.coordinator.metrics_text import scrape
 
 ENTER, LEAVE = 60.0, 30.0
 
@@ -258,5 +259,43 @@ async def test_a_plan_of_the_registered_nodes_says_where_the_deploy_goes(
     status, plan = await cluster.call("POST", "/v1/plans", inline)
     assert status == 200, plan
     assert {n["name"]: n["deploy"] for n in plan["nodes"]} == {"node-a": 1, "node-b": 1}
+    for ws in sockets.values():
+        await ws.close()
+
+
+async def test_metrics_show_each_nodes_reading_and_whether_it_is_under_pressure(
+    cluster: Coordinator,
+) -> None:
+    """/metrics: the reading (avg10, by its source) and the held state, hysteresis
+    included; a node whose agent reports no reading has neither series."""
+    sockets = {node: await register(cluster, node) for node in ("node-a", "node-b", "node-c")}
+    await report(cluster, sockets["node-a"], "node-a", psi(72.0))
+    await report(cluster, sockets["node-b"], "node-b", psi(12.5))
+    seen = await scrape(cluster.http, cluster.url)
+    percent, flag = "allot_node_cpu_pressure_percent", "allot_node_cpu_pressured"
+    assert seen.value(percent, node="node-a", source="psi") == 72.0
+    assert seen.value(flag, node="node-a") == 1
+    assert seen.value(percent, node="node-b", source="psi") == 12.5
+    assert seen.value(flag, node="node-b") == 0
+    assert all(dict(labels)["node"] != "node-c" for labels in seen.with_name(percent))
+    assert {dict(labels)["node"] for labels in seen.with_name(flag)} == {"node-a", "node-b"}
+    # Between the thresholds node-a stays under; then it leaves, and node-b's reading
+    # comes from throttling (its own source label).
+    await report(cluster, sockets["node-a"], "node-a", psi(45.0))
+    seen = await scrape(cluster.http, cluster.url)
+    assert (seen.value(percent, node="node-a", source="psi"), seen.value(flag, node="node-a")) == (
+        45.0,
+        1,
+    )
+    await report(cluster, sockets["node-a"], "node-a", psi(LEAVE))
+    throttled = {"source": "throttling", "avg10": 80.0, "avg60": None}
+    await report(cluster, sockets["node-b"], "node-b", throttled)
+    seen = await scrape(cluster.http, cluster.url)
+    assert seen.value(flag, node="node-a") == 0
+    assert seen.with_name(percent) == {
+        frozenset({("node", "node-a"), ("source", "psi")}): LEAVE,
+        frozenset({("node", "node-b"), ("source", "throttling")}): 80.0,
+    }
+    assert seen.value(flag, node="node-b") == 1
     for ws in sockets.values():
         await ws.close()
