@@ -3,6 +3,7 @@ platform collectors), so several agents in one process, as in the tests, never s
 
     metrics = AgentMetrics()
     metrics.follow_containers(runtime.container_figures)   # read at scrape time
+    metrics.follow_pressure(runtime.node_pressure)          # so is the node's CPU pressure
     metrics.docker_call("inspect_container", 0.004)        # safe from any thread
     metrics.reconciled(0.12)
     metrics.drift_corrected()
@@ -25,6 +26,8 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
+
+from shared.protocol import CpuPressure
 
 CONTAINER_LABELS = ("namespace", "deployment", "container")
 # A Docker call takes from about a millisecond (an inspect) to a container's whole stop
@@ -50,6 +53,7 @@ class ContainerFigures:
 
 
 FiguresSource = Callable[[], Sequence[ContainerFigures]]
+PressureSource = Callable[[], CpuPressure | None]
 
 
 class _ContainerCollector(Collector):
@@ -90,6 +94,25 @@ class _ContainerCollector(Collector):
         yield from (cpu, memory, limit, restarts)
 
 
+class _PressureCollector(Collector):
+    def __init__(self, source: PressureSource) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        pressure = GaugeMetricFamily(
+            "allot_agent_cpu_pressure_percent",
+            "This node's CPU pressure at the last sample, in percent, as the agent reports it:"
+            " PSI 'some' avg10 (the share of the last 10 s some task waited for a CPU), or"
+            " where the kernel has no PSI the share of its containers' CFS periods throttled"
+            " (source). No sample before the first reading, or when neither can be read.",
+            labels=["source"],
+        )
+        reading = self._source()
+        if reading is not None:
+            pressure.add_metric([reading.source], reading.avg10)
+        yield pressure
+
+
 class AgentMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -125,6 +148,10 @@ class AgentMetrics:
     def follow_containers(self, source: FiguresSource) -> None:
         """Report the containers ``source`` gives at each scrape."""
         self.registry.register(_ContainerCollector(source))
+
+    def follow_pressure(self, source: PressureSource) -> None:
+        """Report the node's CPU pressure ``source`` gives at each scrape."""
+        self.registry.register(_PressureCollector(source))
 
     def docker_call(self, call: str, seconds: float) -> None:
         self._docker.labels(call=call).observe(seconds)

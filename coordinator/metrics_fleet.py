@@ -16,7 +16,7 @@ from coordinator.errors import NotFound, UnusableNode
 from coordinator.placement import NodeState
 from coordinator.services.registry import NodeRegistry
 from coordinator.warm import Warm
-from shared.api.nodes import NodeRecord
+from shared.api.nodes import NodePressure, NodeRecord
 
 
 class Fleet(Protocol):
@@ -30,6 +30,10 @@ class Fleet(Protocol):
     def node_state(self, name: str) -> NodeState | None:
         """The node's allocation state (one holding nothing when it holds nothing);
         None when its record cannot give one (an unusable inventory). O(1) mostly."""
+        ...
+
+    def pressure(self, name: str) -> NodePressure | None:
+        """The node's CPU pressure as its agent last reported it; None when unknown."""
         ...
 
 
@@ -54,6 +58,9 @@ class LeaderFleet:
         except (NotFound, UnusableNode):
             return None
 
+    def pressure(self, name: str) -> NodePressure | None:
+        return self._deployments.pressure.of(name)
+
 
 class StandbyFleet:
     def __init__(self, warm: Warm) -> None:
@@ -72,3 +79,7 @@ class StandbyFleet:
             return state
         fresh = self._warm.fresh_states().get(name)
         return None if fresh is None else fresh[1]
+
+    def pressure(self, name: str) -> NodePressure | None:
+        """None: agents report to the leader only, and pressure is never stored."""
+        return None

@@ -1,14 +1,23 @@
 """Node figures at scrape time: states, what each node offers and what is allocated on
 it, from its allocation state's derived totals (kept by the placement engine on every
 change), so a scrape costs O(nodes x cores), not a walk of the containers. Written as
-text (``metrics_text``): eight series a node.
+text (``metrics_text``): eight series a node, ten with a pressure reading.
 
-allot_nodes{state}                          nodes by health
-allot_node_cpu_cores{node,kind}             offered, bound (to pinned containers),
-                                            shared_requested (what unbound ones ask for)
-allot_node_memory_bytes{node,kind}          offered, requested
-allot_node_gpus{node,kind}                  offered (whole GPUs + MIG devices), bound
-allot_node_cordoned{node}                   1 when cordoned
+allot_nodes{state}                  nodes by health
+allot_node_cpu_cores{node,kind}     offered, bound (to pinned containers),
+                                    shared_requested (what unbound ones ask for)
+allot_node_memory_bytes{node,kind}  offered, requested
+allot_node_gpus{node,kind}          offered (whole GPUs + MIG devices), bound
+allot_node_cordoned{node}           1 when cordoned
+allot_node_cpu_pressure_percent{node,source}
+                                    the CPU pressure its agent reads, avg10: PSI
+                                    "some", or CFS periods throttled (source)
+allot_node_cpu_pressured{node}      1 while the coordinator holds it under pressure
+                                    (the [pressure] thresholds, with hysteresis)
+
+The two pressure series exist for the nodes whose agent reports a reading, on the leader
+only: readings reach the leader, are kept in memory and never stored (a standby, or a
+new leader before its agents' first reports, has none).
 """
 
 from __future__ import annotations
@@ -52,10 +61,27 @@ class NodeFigures:
         cordoned = TextGauge(
             "allot_node_cordoned", "1 when the node is cordoned, else 0.", ("node",)
         )
+        pressure = TextGauge(
+            "allot_node_cpu_pressure_percent",
+            "A node's CPU pressure as its agent reads it, in percent: PSI 'some' avg10 (the"
+            " share of the last 10 s some task waited for a CPU), or where the kernel has no"
+            " PSI the share of its containers' CFS periods throttled (source).",
+            ("node", "source"),
+        )
+        pressured = TextGauge(
+            "allot_node_cpu_pressured",
+            "1 while the coordinator holds the node under CPU pressure (entered at"
+            " [pressure] enter_percent, left at leave_percent), else 0.",
+            ("node",),
+        )
         books = fleet.books
         for record in records:
             name = record.name
             cordoned.add((name,), 1 if name in books.cordoned else 0)
+            reading = fleet.pressure(name)
+            if reading is not None:
+                pressure.add((name, reading.source), reading.avg10)
+                pressured.add((name,), 1 if reading.under else 0)
             offered_gpus = _offered_gpus(record)
             gpus.add((name, "offered"), offered_gpus)
             gpus.add((name, "bound"), _bound_gpus(fleet, name) if offered_gpus else 0)
@@ -68,7 +94,7 @@ class NodeFigures:
             cpu.add((name, "shared_requested"), state.unbound_cpu / base)
             memory.add((name, "offered"), state.memory)
             memory.add((name, "requested"), state.memory_used)
-        for family in (by_state, cpu, memory, gpus, cordoned):
+        for family in (by_state, cpu, memory, gpus, cordoned, pressure, pressured):
             yield from family.lines()
 
 

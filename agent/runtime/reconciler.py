@@ -155,6 +155,7 @@ class Runtime:
         self._clock = clock
         self._metrics = metrics or AgentMetrics()
         self._metrics.follow_containers(self.container_figures)
+        self._metrics.follow_pressure(self.node_pressure)
         self._desired: dict[str, DesiredContainer] | None = None
         self._revision = 0
         self._applied_revision = 0
@@ -775,6 +776,11 @@ class Runtime:
                     attempt=self._attempts.get(container_id),
                 )
         return [statuses[key] for key in sorted(statuses)]
+
+    def node_pressure(self) -> CpuPressure | None:
+        """The node's CPU pressure at the last sample (None before one, or when it
+        cannot be read): what the reports carry."""
+        return self._pressure
 
     def container_figures(self) -> list[ContainerFigures]:
         """Each of allot's containers Docker holds here, as last observed and measured."""

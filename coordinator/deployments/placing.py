@@ -18,7 +18,7 @@ Each public function is a decider (``sequencer``): it reads and writes a ``Draft
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import msgspec
@@ -56,6 +56,7 @@ from coordinator.placement import (
     normalize,
     place,
 )
+from coordinator.placement.engine import AnyRequest
 from coordinator.quotas import Admission, admit, choose_node, first_refused, plan_preemption
 from coordinator.quotas import Container as QuotaContainer
 from coordinator.services.events import Note
@@ -319,15 +320,7 @@ def _place_one_by_one(
                 {**shortage(need, free), "admitted_before_refusal": index},
             )
         try:
-            placement = place(
-                views,
-                resources,
-                1,
-                "auto",
-                spec.nodes_limit,
-                beside,
-                pressured=draft.context.pressured(),
-            )
+            placement = place_on(draft, views, resources, 1, "auto", spec.nodes_limit, beside)
         except PlacementError as error:
             if not preempt:
                 refusal = refused_by_placement("capacity", error, "conflict")
@@ -488,6 +481,23 @@ def _admit(draft: Draft, namespace: str, spec: DeploymentSpec, ids: list[str], n
         raise _quota_refusal(decision, {"admitted_before_refusal": index})
 
 
+def place_on(
+    draft: Draft,
+    views: Sequence[Node],
+    request: AnyRequest,
+    count: int,
+    strategy: str,
+    nodes_limit: int = 0,
+    existing: Mapping[str, int] | None = None,
+) -> Placement:
+    """The engine's ``place`` as every decision calls it: with the nodes the draft's
+    context holds under CPU pressure, so that AUTO puts unbound containers on calm nodes
+    first (``placement.pressure``). A plan (``DeploymentService.plan``) calls it too, so
+    it answers what the deploy would do. ``PlacementError`` as ``place`` raises it."""
+    pressured = draft.context.pressured()
+    return place(views, request, count, strategy, nodes_limit, existing, pressured=pressured)
+
+
 def _placement(
     draft: Draft,
     spec: DeploymentSpec,
@@ -496,14 +506,8 @@ def _placement(
 ) -> Placement:
     views = [state.view() for state in draft.candidates()]
     try:
-        return place(
-            views,
-            resources,
-            spec.count,
-            spec.strategy,
-            spec.nodes_limit,
-            existing,
-            pressured=draft.context.pressured(),
+        return place_on(
+            draft, views, resources, spec.count, spec.strategy, spec.nodes_limit, existing
         )
     except PlacementError as error:
         refusal = refused_by_placement("capacity", error, "conflict")

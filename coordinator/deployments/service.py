@@ -61,7 +61,8 @@ from coordinator.deployments.translate import (
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
 from coordinator.metrics_store import TimedStore
-from coordinator.placement import Delta, Node, NodeState
+from coordinator.placement import Delta, Node, NodeState, Placement
+from coordinator.placement.engine import AnyRequest
 from coordinator.pools.host_weights import PoolCpu
 from coordinator.pools.tree import Share
 from coordinator.quotas import Container as QuotaContainer
@@ -295,6 +296,14 @@ class DeploymentService:
         left out with the reason."""
         draft = self._draft()
         return [state.view() for state in draft.candidates()], draft.skipped_nodes()
+
+    def plan(
+        self, views: list[Node], request: AnyRequest, count: int, strategy: str, nodes_limit: int
+    ) -> Placement:
+        """Where a deploy of ``count`` such containers would go now, on ``views`` (from
+        ``plan_views``): the decisions' own placement (``placing.place_on``), CPU
+        pressure included. Nothing changes; ``PlacementError`` when they do not fit."""
+        return placing.place_on(self._draft(), views, request, count, strategy, nodes_limit)
 
     def pool_demands(self) -> dict[str, dict[str, float]]:
         return pool_link.pool_demands(self._books, self._context.share_base)

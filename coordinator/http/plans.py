@@ -1,8 +1,10 @@
 """``POST /v1/plans``: a what-if placement (Eru's CalculateCapacity). It commits nothing.
 
 For the registered ready, uncordoned nodes as they are now (what their containers leave
-free, the shared pool's CPU included: the nodes a deploy would place on), or for nodes
-described inline (empty), it answers each node's capacity for the request, how many
+free, the shared pool's CPU included: the nodes a deploy would place on, placed the way a
+deploy places, so AUTO puts unbound containers on nodes not under CPU pressure first), or
+for nodes described inline (empty, and calm: pressure is a reading of a real node), it
+answers each node's capacity for the request, how many
 containers the strategy would add where, and each container's cores, fragment core,
 NUMA node and Docker settings. A placement that cannot be made is 409 with the rule
 that failed and every node's capacity; a request that cannot be read is 400. A
@@ -54,7 +56,12 @@ async def plan(request: web.Request) -> web.Response:
     nodes, existing = _candidates(request, body, share_base, skipped)
     try:
         wanted = Request(body.request.cpu, body.request.memory, body.request.cpu_bind)
-        placement = place(nodes, wanted, body.count, body.strategy, body.nodes_limit, existing)
+        if body.nodes is None:  # the registered nodes, as a deploy now would place on them
+            placement = request.app[DEPLOYMENTS].plan(
+                nodes, wanted, body.count, body.strategy, body.nodes_limit
+            )
+        else:
+            placement = place(nodes, wanted, body.count, body.strategy, body.nodes_limit, existing)
     except PlacementError as error:
         refusal = _refusal(error, nodes, body)
         if skipped:

@@ -544,7 +544,9 @@ _PLANS = (
         errors=(400, 401, 409, 413),
         description=(
             "Each node's capacity for the request and where the strategy would put each"
-            " container, with its cores and Docker settings; nothing is committed. 409"
+            " container, with its cores and Docker settings; nothing is committed. On the"
+            " registered nodes it places as a deploy does, so AUTO puts unbound containers"
+            " on nodes not under CPU pressure first; inline nodes know no pressure. 409"
             " names the rule that failed and every node's capacity. " + _SKIPPED
         ),
     ),

@@ -27,6 +27,23 @@ The mapping, in the spec's words:
    no more, so that the volume it is charged is the CPU it got. The quota is never above
    the container's own limit and never below 0.01 core.
 
+Under CPU pressure (spec section 9: "containers of pools whose usage exceeds their fair
+share are throttled first, largest relative excess first; containers within their pool's
+share last"): on a contended host the kernel gives each container min(what it wants,
+L x its weight) at one level L for the host. Per pool that is the spec's order exactly:
+a pool within its share gets what it wants, and the pools above theirs are cut, the
+largest use relative to its share first, down to one common multiple of their shares,
+never below the share while the shares fit the host. It holds per pool as long as each
+pool's containers on a host are loaded alike (all busy, all idle, or each at the same
+fraction of its demand; one container per pool per host is the common case). It does not
+hold for a pool with an idle and a busy container on one host: the idle one's weight goes
+to every container there by weight, not to its busy sibling (shares 1 and 1 core on 2
+CPUs, ``pa`` one idle and one busy container of 1 core, ``pb`` one busy of 2: ``pa`` gets
+2/3 core and ``pb``, above its share, 4/3). A cgroup per pool on each host (Docker's
+``cgroup_parent``) would make the kernel fill per pool first; that is not built. Proven
+over a model of the kernel in ``tests/coordinator/pools/test_kernel_split.py``, and the
+gap measured in ``bench/pool_cgroups.py``.
+
 Weights are clamped to cgroup v1's 2..262144 ``cpu.shares``. Under cgroup v2 Docker writes
 ``cpu.weight`` from the shares through runc: runc before 1.3.2 (Debian bookworm's 1.1.5,
 the cgroup v2 VM's) maps linearly, ``1 + (shares - 2) * 9999 // 262142``, so proportions

@@ -8,8 +8,12 @@
 A node enters pressure when a reading's avg10 reaches ``enter_percent`` and leaves it when
 one falls to ``leave_percent`` or below; in between it stays as it was (``held_under``).
 Entering and leaving are events of the node (``pressure``, ``relieved``). Readings are
-kept in memory only: an agent reports its node's pressure at every reconcile pass, so a
-restarted coordinator knows it again within the agents' ``resync_seconds``.
+kept in memory only, never stored: a reading is not a decision. A new coordinator (a
+restart, a takeover) starts with none and learns each node's from its agent's first status
+of the new session, which the agent sends whole, reading included, right after the
+welcome (``agent.report_pace``: the first report of a session is always due). Until then
+the node counts as calm; a node still under pressure then enters it again (a second
+``pressure`` event), and one that calmed down meanwhile gets no ``relieved``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from agent.metrics import AgentMetrics, ContainerFigures
 from agent.metrics_server import metrics_site
 from agent.runtime.settings import Settings
 from shared.cpuset import CpuSet
-from shared.protocol import Limits
+from shared.protocol import CpuPressure, Limits
 
 AGENT_FAMILIES = {
     "allot_agent_container_cpu_usage_cores",
@@ -30,6 +30,7 @@ AGENT_FAMILIES = {
     "allot_agent_reconcile_seconds",
     "allot_agent_docker_request_seconds",
     "allot_agent_connected",
+    "allot_agent_cpu_pressure_percent",
 }
 WEB = ContainerFigures(
     namespace="team-a",
@@ -130,6 +131,7 @@ def labels_of(figures: ContainerFigures) -> tuple[tuple[str, str], ...]:
 def test_the_registry_has_every_family_with_each_containers_figures() -> None:
     metrics = AgentMetrics()
     metrics.follow_containers(lambda: [WEB, NOT_RUNNING])
+    metrics.follow_pressure(lambda: CpuPressure(source="psi", avg10=72.5, avg60=40.0))
     metrics.docker_call("inspect_container", 0.003)
     metrics.docker_call("inspect_container", 0.2)
     metrics.reconciled(0.04)
@@ -151,6 +153,7 @@ def test_the_registry_has_every_family_with_each_containers_figures() -> None:
     assert calls[(("call", "inspect_container"), ("le", "0.005"))] == 1
     assert calls[(("call", "inspect_container"), ("le", "+Inf"))] == 2
     assert samples["allot_agent_reconcile_seconds_count"] == {(): 1.0}
+    assert samples["allot_agent_cpu_pressure_percent"] == {(("source", "psi"),): 72.5}
 
 
 def test_a_container_gone_from_the_runtime_has_no_series_left() -> None:
@@ -163,11 +166,22 @@ def test_a_container_gone_from_the_runtime_has_no_series_left() -> None:
     assert "allot_agent_container_cpu_usage_cores" not in samples
 
 
+def test_the_nodes_pressure_follows_each_reading_and_is_absent_without_one() -> None:
+    reading: list[CpuPressure | None] = [None]
+    metrics = AgentMetrics()
+    metrics.follow_pressure(lambda: reading[0])
+    assert "allot_agent_cpu_pressure_percent" not in scraped(metrics.render().decode())
+    reading[0] = CpuPressure(source="throttling", avg10=12.25)
+    samples = scraped(metrics.render().decode())
+    assert samples["allot_agent_cpu_pressure_percent"] == {(("source", "throttling"),): 12.25}
+
+
 async def test_scrapes_over_http_while_docker_calls_are_timed_from_threads() -> None:
     """Fifty scrapes at once over real HTTP, while worker threads time calls: every
     answer is whole and parses, and no observation is lost."""
     metrics = AgentMetrics()
     metrics.follow_containers(lambda: [WEB])
+    metrics.follow_pressure(lambda: CpuPressure(source="psi", avg10=3.0, avg60=2.0))
 
     def calls() -> None:
         for _ in range(500):

@@ -15,12 +15,13 @@ from aiohttp import web
 from bench.etcd_cluster import EtcdCluster
 from coordinator.config import CoordinatorConfig
 from coordinator.doors import open_doors
+from coordinator.keys import DEPLOYMENTS
 from coordinator.metrics_standby import standby_metrics
 from coordinator.standby import make_standby_app
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.replica import Replica
 from coordinator.warm import Warm
-from tests.coordinator.conftest import JOIN_TOKEN, Coordinator, config_for, start
+from tests.coordinator.conftest import JOIN_TOKEN, Coordinator, config_for, frame, start
 from tests.coordinator.metrics_text import Scraped, scrape
 from tests.coordinator.test_deployment_api import call
 from tests.coordinator.test_metrics import WEB, running_web, scraped_until, until
@@ -32,6 +33,7 @@ LEADER_ONLY = (
     "allot_container_",
     "allot_decision_seconds",
     "allot_http_request_duration_seconds",
+    "allot_node_cpu_pressure",  # readings reach the leader only, and are never stored
 )
 
 
@@ -49,7 +51,14 @@ async def test_a_standby_reports_what_it_follows_with_leader_0(
     runner, url = await start(config)
     async with aiohttp.ClientSession() as http, standing_by(config) as standby:
         leader = Coordinator(url=url, app=runner.app, http=http)
-        await running_web(leader)
+        ws, ids = await running_web(leader)
+        revision, _ = leader.app[DEPLOYMENTS].desired("node-a")
+        running = [{"id": cid, "state": "running"} for cid in ids]
+        pressure = {"source": "psi", "avg10": 80.0, "avg60": 50.0}
+        await ws.send_bytes(
+            frame("status", applied_revision=revision, containers=running, pressure=pressure)
+        )
+        await until(leader, lambda s: s.value("allot_node_cpu_pressured", node="node-a") == 1)
         placed = await scraped_until(http, standby, lambda s: _web(s, "placed") == 2)
         assert placed.value("allot_coordinator_leader") == 0
         assert placed.value("allot_deployment_desired", **WEB) == 2

@@ -5,6 +5,7 @@ placed on the calm one of two equal nodes. Agents are plain msgpack websocket pe
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.coordinator.conftest import (
     register,
     start,
 )
+from tests.coordinator.metrics_text import scrape
 
 ENTER, LEAVE = 60.0, 30.0
 
@@ -216,4 +218,84 @@ async def test_readers_see_each_nodes_pressure_whole_while_agents_report(
         await report(cluster, ws, node, psi(5.0, float(k)))  # the last, once all are taken
         kinds = [kind for kind, _ in await pressure_events(cluster, node, rounds)]
         assert kinds == ["pressure", "relieved"] * (rounds // 2)
+        await ws.close()
+
+
+async def test_a_plan_of_the_registered_nodes_says_where_the_deploy_goes(
+    cluster: Coordinator,
+) -> None:
+    """``POST /v1/plans`` answers what the deploy does with one node of three under
+    pressure: the same nodes, first while the calm ones have room, then past it. Plans of
+    inline nodes know no pressure (they describe no real node)."""
+    nodes = ("node-a", "node-b", "node-c")
+    sockets = {node: await register(cluster, node) for node in nodes}
+    for node, ws in sockets.items():
+        await report(cluster, ws, node, psi(90.0 if node == "node-a" else 5.0))
+    placed: dict[str, int] = dict.fromkeys(nodes, 0)
+    # Each node offers 2 CPUs at cpu_overcommit 1: four containers of half a core. The
+    # calm nodes have room for 8: 3 go to them, then 6 fill them and spill 1 to node-a.
+    for name, count in (("web", 3), ("batch", 6)):
+        plan_body = {"request": {"cpu": "0.5", "memory": "32Mi"}, "count": count}
+        status, plan = await cluster.call("POST", "/v1/plans", plan_body)
+        assert status == 200, plan
+        planned = {n["name"]: n["deploy"] for n in plan["nodes"] if n["deploy"]}
+        status, body = await cluster.call(
+            "POST", "/v1/namespaces/team-a/deployments", unbound(name, count)
+        )
+        assert status == 201, body
+        views = (await cluster.get_json("/v1/containers"))["containers"]
+        now = Counter(v["record"]["node"] for v in views if v["record"]["deployment"] == name)
+        assert planned == dict(now), name
+        placed = {node: placed[node] + now[node] for node in nodes}
+    assert placed == {"node-a": 1, "node-b": 4, "node-c": 4}
+    inline = {
+        "request": {"cpu": "0.5", "memory": "32Mi"},
+        "count": 2,
+        "nodes": [
+            {"name": "node-a", "cores": 2, "memory": "1Gi"},
+            {"name": "node-b", "cores": 2, "memory": "1Gi"},
+        ],
+    }
+    status, plan = await cluster.call("POST", "/v1/plans", inline)
+    assert status == 200, plan
+    assert {n["name"]: n["deploy"] for n in plan["nodes"]} == {"node-a": 1, "node-b": 1}
+    for ws in sockets.values():
+        await ws.close()
+
+
+async def test_metrics_show_each_nodes_reading_and_whether_it_is_under_pressure(
+    cluster: Coordinator,
+) -> None:
+    """/metrics: the reading (avg10, by its source) and the held state, hysteresis
+    included; a node whose agent reports no reading has neither series."""
+    sockets = {node: await register(cluster, node) for node in ("node-a", "node-b", "node-c")}
+    await report(cluster, sockets["node-a"], "node-a", psi(72.0))
+    await report(cluster, sockets["node-b"], "node-b", psi(12.5))
+    seen = await scrape(cluster.http, cluster.url)
+    percent, flag = "allot_node_cpu_pressure_percent", "allot_node_cpu_pressured"
+    assert seen.value(percent, node="node-a", source="psi") == 72.0
+    assert seen.value(flag, node="node-a") == 1
+    assert seen.value(percent, node="node-b", source="psi") == 12.5
+    assert seen.value(flag, node="node-b") == 0
+    assert all(dict(labels)["node"] != "node-c" for labels in seen.with_name(percent))
+    assert {dict(labels)["node"] for labels in seen.with_name(flag)} == {"node-a", "node-b"}
+    # Between the thresholds node-a stays under; then it leaves, and node-b's reading
+    # comes from throttling (its own source label).
+    await report(cluster, sockets["node-a"], "node-a", psi(45.0))
+    seen = await scrape(cluster.http, cluster.url)
+    assert (seen.value(percent, node="node-a", source="psi"), seen.value(flag, node="node-a")) == (
+        45.0,
+        1,
+    )
+    await report(cluster, sockets["node-a"], "node-a", psi(LEAVE))
+    throttled = {"source": "throttling", "avg10": 80.0, "avg60": None}
+    await report(cluster, sockets["node-b"], "node-b", throttled)
+    seen = await scrape(cluster.http, cluster.url)
+    assert seen.value(flag, node="node-a") == 0
+    assert seen.with_name(percent) == {
+        frozenset({("node", "node-a"), ("source", "psi")}): LEAVE,
+        frozenset({("node", "node-b"), ("source", "throttling")}): 80.0,
+    }
+    assert seen.value(flag, node="node-b") == 1
+    for ws in sockets.values():
         await ws.close()

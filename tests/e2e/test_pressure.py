@@ -7,13 +7,22 @@ host's real /proc/pressure/cpu."""
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.processes import Service, allotctl, api, nodes_json, wait_for_node_state
+from tests.e2e.processes import (
+    Service,
+    allotctl,
+    api,
+    free_port,
+    nodes_json,
+    wait_for_node_state,
+)
 
 pytestmark = pytest.mark.e2e
 NODE = "e2e-node"
@@ -35,14 +44,29 @@ def until(check: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
     return found
 
 
-def start(tmp_path: Path, services: list[Service], *agent_args: str) -> tuple[Service, str]:
-    coordinator = Service.coordinator(tmp_path).start()
+def start(
+    tmp_path: Path, services: list[Service], *agent_args: str
+) -> tuple[Service, str, Service]:
+    """A coordinator at a port it can be restarted on, and the agent: both started, the
+    node ready."""
+    coordinator = Service.coordinator(tmp_path, port=free_port()).start()
     services.append(coordinator)
     url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)
     agent = Service.agent(tmp_path, url, NODE, args=("--resync-seconds=0.3", *agent_args))
     services.append(agent.start())
     wait_for_node_state(url, NODE, "ready")
-    return coordinator, url
+    return coordinator, url, agent
+
+
+def scraped(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Each sample of ``url`` (a /metrics) by name and labels."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (one.name, frozenset(one.labels.items())): one.value
+        for family in text_string_to_metric_families(text)
+        for one in family.samples
+    }
 
 
 def pressure_events(url: str) -> list[tuple[str, str]]:
@@ -55,7 +79,7 @@ def test_an_agent_reading_a_loaded_psi_file_puts_its_node_under_pressure(
 ) -> None:
     psi = tmp_path / "cpu-pressure"
     psi.write_text(psi_text(5.0))
-    coordinator, url = start(tmp_path, services, f"--cpu-pressure-file={psi}")
+    coordinator, url, agent = start(tmp_path, services, f"--cpu-pressure-file={psi}")
     until(lambda: (nodes_json(url)[NODE]["pressure"] or {}).get("avg10") == 5.0, "a calm reading")
 
     psi.write_text(psi_text(85.0))  # the default thresholds: enter at 60%, leave at 30%
@@ -81,6 +105,14 @@ def test_an_agent_reading_a_loaded_psi_file_puts_its_node_under_pressure(
         ("pressure", "cpu pressure 85% (PSI some avg10) >= 60%")
     ]
     coordinator.wait_for(r"INFO event pressure node=e2e-node reason=")
+    # Both sides' /metrics: the agent's reading, the coordinator's copy and held state.
+    on_agent = scraped(agent.metrics_url())
+    assert on_agent[("allot_agent_cpu_pressure_percent", frozenset({("source", "psi")}))] == 85.0
+    on_coordinator = scraped(f"{url}/metrics")
+    node = ("node", NODE)
+    held = on_coordinator[("allot_node_cpu_pressured", frozenset({node}))]
+    percent = ("allot_node_cpu_pressure_percent", frozenset({node, ("source", "psi")}))
+    assert (on_coordinator[percent], held) == (85.0, 1.0)
 
     psi.write_text(psi_text(12.0))
     until(lambda: len(pressure_events(url)) == 2, "the relieved event")
@@ -91,11 +123,37 @@ def test_an_agent_reading_a_loaded_psi_file_puts_its_node_under_pressure(
     assert "cpu pressure 12% (PSI some avg10) <= 30%" in events.stdout
 
 
+def test_a_restarted_coordinator_knows_the_pressure_from_the_agents_first_report(
+    tmp_path: Path, services: list[Service]
+) -> None:
+    """Pressure is a reading, kept in memory only: a new coordinator (a restart, or a
+    takeover) has none until the agent's first status of its new session, which it
+    sends at once, carrying the reading."""
+    psi = tmp_path / "cpu-pressure"
+    psi.write_text(psi_text(85.0))
+    coordinator, url, _ = start(tmp_path, services, f"--cpu-pressure-file={psi}")
+    until(lambda: (nodes_json(url)[NODE]["pressure"] or {}).get("under"), "under pressure")
+    coordinator.kill9()
+    coordinator.start()
+    coordinator.wait_for(r"coordinator listening url=", timeout=60)  # a loaded machine
+    pressure = until(
+        lambda: (p := nodes_json(url)[NODE]["pressure"]) and p["under"] and p,
+        "under pressure again after the restart",
+        timeout=60,
+    )
+    assert (pressure["source"], pressure["avg10"]) == ("psi", 85.0)
+    # The new coordinator did not know the node was under pressure: it enters again.
+    assert (
+        until(lambda: len(pressure_events(url)) == 2 and pressure_events(url), "events")
+        == [("pressure", "cpu pressure 85% (PSI some avg10) >= 60%")] * 2
+    )
+
+
 @pytest.mark.skipif(not Path("/proc/pressure/cpu").exists(), reason="this kernel has no PSI")
 def test_by_default_an_agent_reads_the_hosts_own_psi(
     tmp_path: Path, services: list[Service]
 ) -> None:
-    _, url = start(tmp_path, services)
+    _, url, _ = start(tmp_path, services)
     pressure = until(lambda: nodes_json(url)[NODE]["pressure"], "a reading of the host's PSI")
     assert pressure["source"] == "psi"
     assert 0 <= pressure["avg10"] <= 100

@@ -25,6 +25,7 @@ SHOWN = {
     "allot_node_memory_bytes",
     "allot_node_gpus",
     "allot_node_cordoned",
+    "allot_node_cpu_pressure_percent",
     "allot_container_memory_usage_bytes",
     "allot_quota_min",
     "allot_quota_used",

@@ -18,6 +18,7 @@ ALERTS = {
     "AllotPoolIntegralVolumeExhausted",
     "AllotNoLeader",
     "AllotStoreCommitSlow",
+    "AllotNodeCpuPressure",
 }
 
 

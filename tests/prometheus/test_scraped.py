@@ -51,6 +51,10 @@ WEB = {
     "resources": {"cpu": "0.1", "memory": "64Mi"},
 }
 WEB_SERIES = 'namespace="team-a", deployment="web"'
+PSI_UNDER_PRESSURE = (
+    "some avg10=85.00 avg60=42.50 avg300=1.00 total=123456789\n"
+    "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+)
 # The agent's measurement, and the coordinator's copy from the agent's reports.
 MEMORY_FAMILIES = ("allot_agent_container_memory_usage_bytes", "allot_container_memory_usage_bytes")
 
@@ -71,7 +75,12 @@ def watched(
     # report every second: an agent sends a status only on change, its usage figures
     # (what the coordinator's usage families show) at least every full_report_seconds.
     resync = ("--resync-seconds=1", "--full-report-seconds=1")
-    with running_cluster(workdir, docker_client, nodes=1, agent_args=resync) as cluster:
+    # The node's CPU pressure from a file in the kernel's PSI format: a node under
+    # pressure whatever this machine's load, for the pressure families and their alert.
+    psi = workdir / "cpu-pressure"
+    psi.write_text(PSI_UNDER_PRESSURE)
+    agent_args = (*resync, f"--cpu-pressure-file={psi}")
+    with running_cluster(workdir, docker_client, nodes=1, agent_args=agent_args) as cluster:
         api(cluster.url, "/v1/elasticquotas/team-a", QUOTA, method="PUT")
         api(cluster.url, "/v1/pools/team-a", POOL, method="PUT")
         deploy(cluster.url, "team-a", WEB)
@@ -116,6 +125,7 @@ def test_the_agent_families_have_the_nodes_figures(watched: Watched) -> None:
     assert prometheus.values("allot_agent_reconcile_seconds_count")[0] >= 1
     assert prometheus.values("allot_agent_drift_corrections_total") == [0.0]
     assert prometheus.values('process_resident_memory_bytes{job="agent"}')[0] > 10 * MIB
+    assert prometheus.values('allot_agent_cpu_pressure_percent{source="psi"}') == [85.0]
 
 
 def test_a_containers_memory_is_within_20_percent_of_its_cgroups(
@@ -150,6 +160,9 @@ def test_the_coordinator_families_have_the_books_figures(watched: Watched) -> No
     assert prometheus.values(offered) == [1.0]
     assert prometheus.values(f'allot_node_cordoned{{node="{node}"}}') == [0.0]
     assert prometheus.values('allot_nodes{state="ready"}') == [1.0]
+    pressure = f'allot_node_cpu_pressure_percent{{node="{node}", source="psi"}}'
+    assert prometheus.values(pressure) == [85.0]
+    assert prometheus.values(f'allot_node_cpu_pressured{{node="{node}"}}') == [1.0]
     assert prometheus.values('allot_pool_integral_capacity{pool="team-a"}')[0] > 0
     assert prometheus.query('allot_pool_fair_share{pool="team-a"}')
     usage = 'allot_pool_usage{pool="team-a", resource="memory"}'
@@ -173,7 +186,7 @@ def test_the_rules_load_and_evaluate_without_errors(watched: Watched) -> None:
         return [rule for group in groups for rule in group["rules"]]
 
     rules = evaluated()
-    assert len(rules) == 9
+    assert len(rules) == 10
     for rule in rules:
         assert rule["health"] in ("ok", "unknown"), rule
         assert not rule.get("lastError"), rule
