@@ -112,8 +112,9 @@ def building(entries: Iterable[Entry], books: Books) -> Iterator[None]:
     revisions: dict[str, int] = {}
     shared: SharedAllocations = {}
     for part in _parts(entries):
-        books.apply(change_of(part, books, shared), 0)
-        _note_revisions(part, books, allocations, revisions)
+        change = change_of(part, books, shared)
+        books.apply(change, 0)
+        _note_revisions(part, change, books, allocations, revisions)
         yield
     # The revisions are the store's, not the 0 the apply stamped: each node header's,
     # and each node's desired state's (its allocations' or any of its containers').
@@ -139,25 +140,31 @@ def _same_node(entry: Entry, other: Entry) -> bool:
 
 
 def _note_revisions(
-    part: list[Entry], books: Books, allocations: dict[str, int], revisions: dict[str, int]
+    part: list[Entry],
+    change: Decision,
+    books: Books,
+    allocations: dict[str, int],
+    revisions: dict[str, int],
 ) -> None:
-    """Note in ``allocations`` each node header's revision in ``part``, and raise each
-    node's in ``revisions`` to its newest allocation's or container's in ``part``."""
+    """Note in ``allocations`` each node header's revision in ``part`` (applied as
+    ``change``), and raise each node's in ``revisions`` to its newest allocation's or
+    container's in ``part``."""
     for entry in part:
-        if entry.key.startswith(ALLOCATION_PREFIX):
-            node, container_id = parse_key(entry.key)
+        key, revision = entry.key, entry.mod_revision
+        if key.startswith(ALLOCATION_PREFIX):
+            node, container_id = parse_key(key)
             if not container_id:
-                allocations[node] = entry.mod_revision
-        elif entry.key.startswith(CONTAINER_PREFIX):
-            container_id = entry.key.removeprefix(CONTAINER_PREFIX)
-            held = _held(books, container_id)
-            assert held is not None, f"{container_id} was loaded with the rest"
-            node = held.node
-            if container_id in books.stopping:  # its agent's reports count from here
-                books.stop_revision[container_id] = entry.mod_revision
+                allocations[node] = revision
+        elif key.startswith(CONTAINER_PREFIX):
+            record = change.containers.get(key.removeprefix(CONTAINER_PREFIX))
+            assert record is not None, f"{key} was loaded with the rest of its part"
+            node = record.node
+            if record.stopping:  # its agent's reports count from here
+                books.stop_revision[record.id] = revision
         else:
             continue
-        revisions[node] = max(revisions.get(node, 0), entry.mod_revision)
+        if revision > revisions.get(node, 0):
+            revisions[node] = revision
 
 
 def change_of(
