@@ -156,9 +156,15 @@ class NodeState:
         memory_used = 0
         bound: set[int] = set()
         unbound_cpu = largest = 0
+        # Allocations are immutable and a load gives equal ones one object (a deployment's
+        # unbound containers): each object is checked on this topology once.
+        passed: set[int] = set()
         for cid, alloc in allocations.items():
             if checked.get(cid) is not alloc:
-                _check_allocation(self.name, cid, alloc, cores, numa, self.share_base)
+                _check_container_id(self.name, cid)
+                if id(alloc) not in passed:
+                    _check_allocation(self.name, cid, alloc, cores, numa, self.share_base)
+                    passed.add(id(alloc))
             for c, pieces in alloc.plan.cores.items():
                 used[c] += pieces
                 bound.add(c)
@@ -310,10 +316,7 @@ def _check_allocation(
     numa: Mapping[int, int] | None,
     share_base: int,
 ) -> None:
-    if type(cid) is not str or not cid:
-        raise invalid_request(
-            "allocations", cid, "container ids must be non-empty strings", node=node
-        )
+    """``alloc`` fits the node's topology (``cid``, checked apart, only names it)."""
     if not isinstance(alloc, Allocation):
         raise invalid_request(_where(cid), alloc, "is not an Allocation", node=node)
     plan, res = alloc.plan, alloc.resources
@@ -347,6 +350,13 @@ def _check_allocation(
     if plan.numa is not None and (numa is None or plan.numa not in numa.values()):
         raise invalid_request(
             _where(cid), plan.numa, "names a NUMA node the node does not have", node=node
+        )
+
+
+def _check_container_id(node: str, cid: object) -> None:
+    if type(cid) is not str or not cid:
+        raise invalid_request(
+            "allocations", cid, "container ids must be non-empty strings", node=node
         )
 
 
