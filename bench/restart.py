@@ -3,23 +3,24 @@ on a copy of a store of ``--containers`` containers on ``--nodes`` nodes, until
 ``/readyz`` answers 200, wall and CPU; and where that time goes (``--profile``).
 
     .venv/bin/python bench/restart.py [--containers 200000] [--nodes 10000] [--runs 3]
-                                      [--fixture DIR] [--coordinator BIN ...] [--profile N]
+                                      [--fixture DIR] [--coordinator BIN ...] [--warm]
+                                      [--in-process | --profile N]
 
 The store is built once in process (``DeploymentService`` over ``--nodes`` ready nodes of
 24 CPUs, deployments of 500 containers of 0.01 CPU and 8 MiB, as
 ``bench/takeover_build.py`` fills its own) into ``--fixture`` (default: a directory of
 the system's temporary directory named after the sizes) and reused by later runs, since
 building 200,000 containers takes minutes. Each run copies it into a fresh directory, so
-every start reads the same store as the first: an old store with no snapshot of the
-books unless ``--warm`` runs one start first on each copy (the start a coordinator that
-writes snapshots makes next).
+every start reads the same store, one no coordinator has served from yet; ``--warm``
+runs one start first on each copy, so the measured one reads what a running coordinator
+leaves (its pools' state saved on stopping, labels written at start).
 
 For each ``--coordinator`` binary (the ``allot-coordinator`` beside this Python by
 default; give another checkout's to compare with it in the same run), runs alternate
 between the binaries, and each prints seconds from the process's start until ``/readyz``
-answers 200, and the CPU the process used until then (user + system, from
-``/proc/<pid>/stat``), then min / median / max of each and the load average beside them;
-the ratio of the medians against the first binary.
+answers 200, the CPU the process used until then (user + system, from
+``/proc/<pid>/stat``) and its resident set then, then min / median / max of each and the
+load average beside them; the ratio of the medians against the first binary.
 
 ``--profile N``: instead, the start the coordinator makes in process (``make_app`` and
 its setup, the collector off until the heap is settled, as ``coordinator.main`` does)
@@ -99,9 +100,17 @@ def free_port() -> int:
         return port
 
 
-def start_once(binary: Path, workdir: Path, data: Path) -> tuple[float, float]:
-    """Start ``binary`` on ``data``; seconds and CPU seconds until /readyz answers 200.
-    The process is stopped (SIGTERM) before returning."""
+def rss_bytes(pid: int) -> int:
+    """The resident set of a process, from ``VmRSS`` in /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def start_once(binary: Path, workdir: Path, data: Path) -> tuple[float, float, int]:
+    """Start ``binary`` on ``data``; seconds and CPU seconds until /readyz answers 200,
+    and the process's resident set then. It is stopped (SIGTERM) before returning."""
     port = free_port()
     config = workdir / "coordinator.toml"
     config.write_text(
@@ -122,7 +131,8 @@ def start_once(binary: Path, workdir: Path, data: Path) -> tuple[float, float]:
             try:
                 with urllib.request.urlopen(url, timeout=1) as answer:
                     if answer.status == 200:
-                        return time.monotonic() - started, cpu_seconds(process.pid)
+                        took = time.monotonic() - started
+                        return took, cpu_seconds(process.pid), rss_bytes(process.pid)
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 pass
             if time.monotonic() - started > TIMEOUT_SECONDS:
@@ -144,6 +154,7 @@ def spread(values: list[float]) -> str:
 def measure(fixture: Path, binaries: list[Path], runs: int, warm: bool) -> None:
     walls: dict[Path, list[float]] = {binary: [] for binary in binaries}
     cpus: dict[Path, list[float]] = {binary: [] for binary in binaries}
+    rss: dict[Path, list[float]] = {binary: [] for binary in binaries}
     for run in range(runs):
         for binary in binaries:
             with tempfile.TemporaryDirectory(prefix="allot-restart-") as directory:
@@ -151,12 +162,13 @@ def measure(fixture: Path, binaries: list[Path], runs: int, warm: bool) -> None:
                 data = copy_store(fixture, workdir)
                 if warm:
                     start_once(binary, workdir, data)
-                wall, cpu = start_once(binary, workdir, data)
+                wall, cpu, resident = start_once(binary, workdir, data)
             walls[binary].append(wall)
             cpus[binary].append(cpu)
+            rss[binary].append(resident / 2**20)
             print(
-                f"run {run + 1} {binary}: ready after {wall:.2f} s, {cpu:.2f} s CPU;"
-                f" load {load_average()}",
+                f"run {run + 1} {binary}: ready after {wall:.2f} s, {cpu:.2f} s CPU,"
+                f" RSS {resident / 2**20:.0f} MiB; load {load_average()}",
                 flush=True,
             )
     first = binaries[0]
@@ -165,7 +177,8 @@ def measure(fixture: Path, binaries: list[Path], runs: int, warm: bool) -> None:
         cpu_ratio = statistics.median(cpus[binary]) / statistics.median(cpus[first])
         print(
             f"{binary}: ready min/median/max {spread(walls[binary])} s wall,"
-            f" {spread(cpus[binary])} s CPU; x{ratio:.2f} wall, x{cpu_ratio:.2f} CPU"
+            f" {spread(cpus[binary])} s CPU, RSS {spread(rss[binary])} MiB;"
+            f" x{ratio:.2f} wall, x{cpu_ratio:.2f} CPU"
             f" against {first}; load {load_average()}"
         )
 
@@ -195,7 +208,9 @@ def in_process(fixture: Path, runs: int, warm: bool, top: int) -> None:
             data = copy_store(fixture, Path(directory))
             if warm:
                 asyncio.run(start_in_process(data))
-            profiler = cProfile.Profile()
+            # CPU time, not wall: on a shared machine the wall time holds other
+            # processes' turns, landing on whichever function was running.
+            profiler = cProfile.Profile(time.process_time)
             if top:
                 profiler.enable()
             wall, cpu = asyncio.run(start_in_process(data))
