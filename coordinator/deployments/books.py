@@ -238,13 +238,15 @@ class Books:
         _discard(self._stopping_by_deployment, (record.namespace, record.deployment), container_id)
 
     def _index(self, record: ContainerRecord) -> None:
-        self._by_node[record.node].add(record.id)
-        self._by_deployment[(record.namespace, record.deployment)].add(record.id)
-        self._by_namespace[record.namespace].add(record.id)
-        self._by_pool[record.pool].add(record.id)
-        self._pool_version[record.pool] += 1
-        self._namespace_version[record.namespace] += 1
-        self._recharge(record.id)
+        """Index and charge the live ``record``, which is neither yet (``_unindex``)."""
+        container_id, pool, namespace = record.id, record.pool, record.namespace
+        self._by_node[record.node].add(container_id)
+        self._by_deployment[(namespace, record.deployment)].add(container_id)
+        self._by_namespace[namespace].add(container_id)
+        self._by_pool[pool].add(container_id)
+        self._pool_version[pool] += 1
+        self._namespace_version[namespace] += 1
+        self._charge(record)
 
     def _unindex(self, container_id: str) -> None:
         record = self.containers.get(container_id)
@@ -259,16 +261,14 @@ class Books:
         self._uncharge(container_id)
         self.tally.forget(container_id)
 
-    def _recharge(self, container_id: str) -> None:
-        self._uncharge(container_id)
-        record = self.containers[container_id]
+    def _charge(self, record: ContainerRecord) -> None:
         state = self.nodes.get(record.node)
-        allocation = state.allocations.get(container_id) if state is not None else None
+        allocation = state.allocations.get(record.id) if state is not None else None
         if allocation is None:  # a node record from before its container: charges nothing
             return
         resources = allocation.resources
         charge = (record.pool, resources.cpu_request, resources.memory_request)
-        self._charged[container_id] = charge
+        self._charged[record.id] = charge
         total = self._requested[record.pool]
         total[0] += charge[1]
         total[1] += charge[2]

@@ -42,8 +42,12 @@ class StateTally:
             cores = observed.cpu_usage or 0.0
             used_bytes = observed.memory_usage or 0
         self._counted[record.id] = (key, state, cores, used_bytes)
-        self._states.setdefault(key, Counter())[state] += 1
-        usage = self._usage.setdefault(key, [0.0, 0])
+        states = self._states.get(key)
+        if states is None:  # not setdefault: that made a Counter a call (0.1 s a restart)
+            states = self._states[key] = Counter()
+            self._usage[key] = [0.0, 0]
+        states[state] += 1
+        usage = self._usage[key]
         usage[0] += cores
         usage[1] += used_bytes
 

@@ -32,6 +32,20 @@ _RULE = f"must be a decimal from 1 to {MAX_OVERCOMMIT} in steps of 0.01 (1 = no 
 def overcommit_ratio(value: object) -> Fraction:
     """A node's ``cpu_overcommit`` as an exact ratio: a decimal ("1.5", 2) from 1 to
     ``MAX_OVERCOMMIT`` in steps of 0.01; anything else is ``invalid_request``."""
+    if type(value) in (str, int, Fraction):  # not bool: True == 1 would share 1's answer
+        return _known_ratio(value)
+    return _ratio(value)
+
+
+# A fleet has a few ratios and every node state is checked with one: a restart of 10,000
+# nodes made 20,000 Fractions from text and of Fractions (0.6 s of its 11 s of CPU). A
+# refusal is not kept (the cache keeps only what returns).
+@functools.lru_cache(maxsize=64, typed=True)
+def _known_ratio(value: str | int | Fraction) -> Fraction:
+    return _ratio(value)
+
+
+def _ratio(value: object) -> Fraction:
     if isinstance(value, Fraction):
         hundredths = value * _STEP
         if hundredths.denominator == 1 and _STEP <= hundredths <= MAX_OVERCOMMIT * _STEP:

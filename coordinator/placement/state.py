@@ -156,9 +156,15 @@ class NodeState:
         memory_used = 0
         bound: set[int] = set()
         unbound_cpu = largest = 0
+        # Allocations are immutable and a load gives equal ones one object (a deployment's
+        # unbound containers): each object is checked on this topology once.
+        passed: set[int] = set()
         for cid, alloc in allocations.items():
             if checked.get(cid) is not alloc:
-                _check_allocation(self.name, cid, alloc, cores, numa, self.share_base)
+                _check_container_id(self.name, cid)
+                if id(alloc) not in passed:
+                    _check_allocation(self.name, cid, alloc, cores, numa, self.share_base)
+                    passed.add(id(alloc))
             for c, pieces in alloc.plan.cores.items():
                 used[c] += pieces
                 bound.add(c)
@@ -310,40 +316,53 @@ def _check_allocation(
     numa: Mapping[int, int] | None,
     share_base: int,
 ) -> None:
-    where = f"allocations[{cid!r}]"
-    if type(cid) is not str or not cid:
-        raise invalid_request(
-            "allocations", cid, "container ids must be non-empty strings", node=node
-        )
+    """``alloc`` fits the node's topology (``cid``, checked apart, only names it)."""
     if not isinstance(alloc, Allocation):
-        raise invalid_request(where, alloc, "is not an Allocation", node=node)
+        raise invalid_request(_where(cid), alloc, "is not an Allocation", node=node)
     plan, res = alloc.plan, alloc.resources
     if res.share_base != share_base:
         raise invalid_request(
-            where, res.share_base, f"share_base differs from the node's {share_base}", node=node
+            _where(cid),
+            res.share_base,
+            f"share_base differs from the node's {share_base}",
+            node=node,
         )
     if plan.memory != res.memory_request:
         raise invalid_request(
-            where, plan.memory, f"plan memory differs from {res.memory_request}", node=node
+            _where(cid), plan.memory, f"plan memory differs from {res.memory_request}", node=node
         )
     pieces = 0
     for c, v in plan.cores.items():
         if c not in cores:
-            raise invalid_request(where, c, "uses a core the node does not have", node=node)
+            raise invalid_request(_where(cid), c, "uses a core the node does not have", node=node)
         if type(v) is not int or v <= 0:
             raise invalid_request(
-                where, v, f"core {c}: pieces must be a positive integer", node=node
+                _where(cid), v, f"core {c}: pieces must be a positive integer", node=node
             )
         if plan.numa is not None and (numa is None or numa[c] != plan.numa):
-            raise invalid_request(where, c, f"core {c} is not on NUMA node {plan.numa}", node=node)
+            raise invalid_request(
+                _where(cid), c, f"core {c} is not on NUMA node {plan.numa}", node=node
+            )
         pieces += v
     expected = res.cpu_request if res.cpu_bind else 0
     if pieces != expected:
-        raise invalid_request(where, pieces, f"plan pieces differ from {expected}", node=node)
+        raise invalid_request(_where(cid), pieces, f"plan pieces differ from {expected}", node=node)
     if plan.numa is not None and (numa is None or plan.numa not in numa.values()):
         raise invalid_request(
-            where, plan.numa, "names a NUMA node the node does not have", node=node
+            _where(cid), plan.numa, "names a NUMA node the node does not have", node=node
         )
+
+
+def _check_container_id(node: str, cid: object) -> None:
+    if type(cid) is not str or not cid:
+        raise invalid_request(
+            "allocations", cid, "container ids must be non-empty strings", node=node
+        )
+
+
+def _where(cid: object) -> str:
+    """The allocation a refusal names (made only for a refusal: a load checks 200,000)."""
+    return f"allocations[{cid!r}]"
 
 
 def _evolve(state: NodeState, **changes: object) -> NodeState:

@@ -30,8 +30,10 @@ import msgspec
 from coordinator.services.nodes import NodeLeases
 from coordinator.store import Store
 from shared.api.nodes import NodeHealth, NodeRecord
+from shared.codec import to_json
 from shared.frame_faults import fault_of
-from shared.inventory_rules import inventory_violations, summary
+from shared.inventory import Inventory
+from shared.inventory_rules import Violation, inventory_violations, summary
 from shared.logs import get_logger
 from shared.unconstrained import StoredDecoder
 
@@ -53,8 +55,27 @@ def loaded_record(value: bytes) -> tuple[NodeRecord, str | None]:
     record, broken = _stored_record.decode(value)
     if broken is not None:
         return record, str(fault_of(value, broken, msgspec.json.decode))
-    violations = inventory_violations(record.inventory)
+    violations = violations_of(record.inventory)
     return record, summary(violations) if violations else None
+
+
+# A fleet's hosts are of a few kinds, and no rule of ``inventory_rules`` reads the
+# hostname: each kind is checked once. Checking every record of 10,000 nodes one by one
+# was 12 % of a restart's CPU. Emptied when full (a fleet of more kinds checks as before).
+KINDS_KEPT = 1024
+_checked: dict[bytes, list[Violation]] = {}
+
+
+def violations_of(inventory: Inventory) -> list[Violation]:
+    """``inventory_violations(inventory)``, from the last check of an inventory that
+    differs at most in its hostname when there was one (read it, never change it)."""
+    kind = to_json(msgspec.structs.replace(inventory, hostname=""))
+    found = _checked.get(kind)
+    if found is None:
+        if len(_checked) >= KINDS_KEPT:
+            _checked.clear()
+        found = _checked[kind] = inventory_violations(inventory)
+    return found
 
 
 class NodeRecords(Protocol):

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class Entry:
     value: bytes
     create_revision: int
     mod_revision: int
+    deleted: ClassVar[bool] = False  # read as an ``Event`` is: a key that is there
 
 
 @dataclass(frozen=True)
