@@ -27,7 +27,9 @@ class ContainerUsage:
         self._series_per = series_per
 
     def exposition(self) -> Iterator[str]:
-        """The two families in the Prometheus text format, a line at a time."""
+        """The two families in the Prometheus text format, a line at a time, over the
+        reports (or the deployments) as they were at the first line; a container gone
+        since is left out."""
         books = self._fleet.books
         per_container = self._series_per == "container"
         labels = PER_CONTAINER if per_container else PER_DEPLOYMENT
@@ -43,19 +45,27 @@ class ContainerUsage:
             labels,
         )
         if per_container:
-            for container_id, seen in books.observed.items():
-                if seen.state != "running":
-                    continue
-                record = books.containers[container_id]
-                values = (record.namespace, record.deployment, container_id, record.node)
-                if seen.cpu_usage is not None:
-                    cpu.add(values, seen.cpu_usage)
-                if seen.memory_usage is not None:
-                    memory.add(values, seen.memory_usage)
+            running = [
+                (cid, seen) for cid, seen in books.observed.items() if seen.state == "running"
+            ]
+            yield cpu.header()
+            for cid, seen in running:
+                record = books.containers.get(cid)
+                if record is not None and seen.cpu_usage is not None:
+                    yield cpu.line(
+                        (record.namespace, record.deployment, cid, record.node), seen.cpu_usage
+                    )
+            yield memory.header()
+            for cid, seen in running:
+                record = books.containers.get(cid)
+                if record is not None and seen.memory_usage is not None:
+                    values = (record.namespace, record.deployment, cid, record.node)
+                    yield memory.line(values, seen.memory_usage)
         else:
-            for key in books.tally.deployments():
-                cores, used_bytes = books.tally.usage(key)
-                cpu.add(key, max(cores, 0.0))  # a sum of floats may end at -1e-17
-                memory.add(key, used_bytes)
-        yield from cpu.lines()
-        yield from memory.lines()
+            usage = [(key, books.tally.usage(key)) for key in books.tally.deployments()]
+            yield cpu.header()
+            for key, (cores, _) in usage:
+                yield cpu.line(key, max(cores, 0.0))  # a sum of floats may end at -1e-17
+            yield memory.header()
+            for key, (_, used_bytes) in usage:
+                yield memory.line(key, used_bytes)
