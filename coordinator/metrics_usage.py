@@ -11,11 +11,14 @@ deployment: from the books' tally, O(deployments).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
+from coordinator.deployments.books import Books
 from coordinator.metrics_deployments import SeriesPer
 from coordinator.metrics_fleet import Fleet
 from coordinator.metrics_text import TextGauge
+from shared.api.containers import ContainerRecord
+from shared.protocol import ContainerStatus
 
 PER_CONTAINER = ("namespace", "deployment", "container", "node")
 PER_DEPLOYMENT = ("namespace", "deployment")
@@ -45,20 +48,17 @@ class ContainerUsage:
             labels,
         )
         if per_container:
-            running = [
-                (cid, seen) for cid, seen in books.observed.items() if seen.state == "running"
-            ]
+            # Only the ids are copied (cheap, and no objects for the collector to track):
+            # each line reads the report and the record as they are when it is written.
+            ids = list(books.observed)
             yield cpu.header()
-            for cid, seen in running:
-                record = books.containers.get(cid)
-                if record is not None and seen.cpu_usage is not None:
-                    yield cpu.line(
-                        (record.namespace, record.deployment, cid, record.node), seen.cpu_usage
-                    )
+            for cid, record, seen in _running(books, ids):
+                if seen.cpu_usage is not None:
+                    values = (record.namespace, record.deployment, cid, record.node)
+                    yield cpu.line(values, seen.cpu_usage)
             yield memory.header()
-            for cid, seen in running:
-                record = books.containers.get(cid)
-                if record is not None and seen.memory_usage is not None:
+            for cid, record, seen in _running(books, ids):
+                if seen.memory_usage is not None:
                     values = (record.namespace, record.deployment, cid, record.node)
                     yield memory.line(values, seen.memory_usage)
         else:
@@ -69,3 +69,16 @@ class ContainerUsage:
             yield memory.header()
             for key, (_, used_bytes) in usage:
                 yield memory.line(key, used_bytes)
+
+
+def _running(
+    books: Books, ids: Iterable[str]
+) -> Iterator[tuple[str, ContainerRecord, ContainerStatus]]:
+    """The containers of ``ids`` still live and reported running, with their records."""
+    for cid in ids:
+        seen = books.observed.get(cid)
+        if seen is None or seen.state != "running":
+            continue
+        record = books.containers.get(cid)
+        if record is not None:
+            yield cid, record, seen
