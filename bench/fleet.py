@@ -6,6 +6,7 @@ lease API under that load, memory, and restart, through the public surfaces only
                                     [--store sqlite|etcd]
                                     [--json FILE]
     .venv/bin/python bench/fleet.py --smoke      # 20 agents, 200 containers: seconds
+    .venv/bin/python bench/fleet.py --targets [--profile FILE]   # issue 29's size
 
 A real ``allot-coordinator`` process on a free loopback port, its SQLite store in a new
 temporary directory (under ``--workdir``, the current directory by default, so on this
@@ -18,7 +19,9 @@ of their own, as does the lease load (``fleet_leases``), so the coordinator's RS
 are its own. Steps and figures:
 
 1. start: the coordinator until ``/readyz`` answers 200 (it leads); the fleet until every agent has
-   its welcome.
+   its welcome. Then idle: ``--settle`` seconds for the last pace the coordinator gave
+   (it stretches the heartbeat interval as the fleet connects) to take over, and the
+   heartbeats a second the fleet sends over ``--idle-seconds``.
 2. deploys: ``--containers`` in deployments of ``--deploy-size`` (cpu ``--cpu``, memory
    ``--memory``), one ``POST /v1/namespaces/fleet/deployments`` after another, while the
    lease load sends ``POST /v1/capacity`` at ``--lease-rate`` requests/s (open loop).
@@ -27,7 +30,9 @@ are its own. Steps and figures:
    the last of them was in a desired state its node's agent received); POST latency
    p50/p99 over the first and the last tenth of the POSTs and last/first; the lease
    figures during the deploys, next to those of ``--lease-idle`` seconds just before
-   them; sessions the fleet lost meanwhile.
+   them; sessions the fleet lost meanwhile. With ``--profile FILE``, py-spy samples the
+   coordinator during the POSTs (``spy``; ``pip install py-spy`` in the venv, not a
+   dependency of the project) and the top of the profile is printed.
 3. loaded: the CPU the coordinator used during the deploys, next to what this
    benchmark's processes and every other process on the host used (on a shared machine
    the last competes with the coordinator: read the figures with it); the coordinator's
@@ -39,6 +44,13 @@ are its own. Steps and figures:
    first start on an empty store) and until every agent is welcomed again, and whether
    their welcomes hold every container they held before. Agents retry with the agent's
    backoff, but capped at ``--backoff-cap`` seconds so the figure is the coordinator's.
+6. targets: a line per row of issue 29's table, the figure beside its target and the
+   load average when it was taken (``fleet_targets``); a standby's build is measured by
+   ``bench/takeover_build.py``, which the line names.
+
+``--targets`` sets issue 29's size: 10,000 agents in 2 processes, 200,000 containers in
+deployments of 1,000. The coordinator's ``max_connections`` is set above the fleet, and
+this process raises its open-files limit to the hard limit (the workers inherit it).
 
 Latencies are wall clock, ``time.monotonic`` in every process. A step that does not finish
 within ``--timeout`` seconds ends the run with what was measured and exit status 1.
@@ -81,6 +93,7 @@ from fleet_agents import (
     CONNECTED,
     DROPPED,
     FAILED,
+    HEARTBEATS,
     HELD,
     REFUSED,
     WELCOMES,
@@ -88,6 +101,8 @@ from fleet_agents import (
     Shapes,
 )
 from fleet_leases import MISSED, LeaseLoad, Samples
+from fleet_targets import print_targets
+from spy import Spy, top_of
 
 NAMESPACE = "fleet"
 LEASE_RESOURCE = "fleet"
@@ -104,7 +119,20 @@ SMOKE = {
     "singles": 5,
     "backoff_cap": 0.5,
     "timeout": 60.0,
+    "settle": 0.5,
+    "idle_seconds": 1.0,
 }
+# Issue 29's size: 10,000 agents in 2 processes, 0 -> 200,000 containers.
+TARGETS = {
+    "agents": 10_000,
+    "workers": 2,
+    "containers": 200_000,
+    "deploy_size": 1000,
+    "timeout": 900.0,
+}
+# The coordinator closes a connection idle for 30 s; ours go first, so that no POST is
+# written to one it is closing (the fleet's handshakes take longer than that).
+CLIENT_KEEPALIVE_SECONDS = 10.0
 
 
 class Failed(Exception):
@@ -118,16 +146,24 @@ class Coordinator:
     """``allot-coordinator`` as a subprocess on a fixed port, started again at will."""
 
     def __init__(
-        self, workdir: Path, port: int, join_token: str, api_token: str, more: str = ""
+        self,
+        workdir: Path,
+        port: int,
+        join_token: str,
+        api_token: str,
+        more: str = "",
+        *,
+        max_connections: int = 10_000,
     ) -> None:
         """``more``: further TOML settings, such as the store's (none: SQLite in
-        ``workdir``)."""
+        ``workdir``); ``max_connections``: the coordinator's cap, above the fleet."""
         self.url = f"http://127.0.0.1:{port}"
         self.log = workdir / "coordinator.log"
         self.config = workdir / "coordinator.toml"
         self.config.write_text(
             f'host = "127.0.0.1"\nport = {port}\ndata_dir = "{workdir / "data"}"\n'
-            f'join_token = "{join_token}"\napi_tokens = ["{api_token}"]\n{more}'
+            f'join_token = "{join_token}"\napi_tokens = ["{api_token}"]\n'
+            f"max_connections = {max_connections}\n{more}"
             f'[[resources]]\nidentifier_glob = "{LEASE_RESOURCE}"\ncapacity = 1000000\n'
             '[resources.algorithm]\nkind = "FAIR_SHARE"\nlease_length = 300\n'
             "refresh_interval = 10\nlearning_mode_duration = 0\n"
@@ -398,6 +434,9 @@ class Figures:
     agent_cpus: int = 0  # logical CPUs over the fleet
     coordinator_start_s: float = math.nan  # first start, empty store, to /readyz
     fleet_connected_s: float = math.nan
+    idle_s: float = math.nan  # the idle window, after the settle
+    idle_heartbeats_per_s: float = math.nan
+    idle_load_average: float = math.nan
     deployments: int = 0
     containers_asked: int = 0
     containers_committed: int = 0  # placed, in the 201 answers
@@ -430,6 +469,7 @@ class Figures:
     others_cpu_s: float = math.nan
     host_cpus: int = 0
     load_average: float = math.nan  # over the minute before the run
+    deploys_load_average: float = math.nan  # as the deploys ended
     agents_rss_mb: float = math.nan
     singles: int = 0
     single_post_p50_ms: float = math.nan
@@ -437,6 +477,7 @@ class Figures:
     single_acknowledged_p50_ms: float = math.nan
     held_before_restart: int = 0
     restart_ready_s: float = math.nan
+    restart_load_average: float = math.nan
     restart_reconnected_s: float = math.nan
     restart_agents_back: int = 0  # agents in a session when the wait for all of them ended
     held_after_restart: int = 0
@@ -549,6 +590,22 @@ class Bench:
             f" ({self.fleet.total(FAILED)} failed attempts, {self.fleet.total(REFUSED)} refused)"
         )
 
+    async def idle(self) -> None:
+        """Heartbeats a second from the idle fleet, once the pace it was last given
+        (as it connected) has had ``--settle`` seconds to take over."""
+        figures, args = self.figures, self.args
+        await asyncio.sleep(args.settle)
+        beats, started = self.fleet.total(HEARTBEATS), time.monotonic()
+        await asyncio.sleep(args.idle_seconds)
+        figures.idle_s = time.monotonic() - started
+        figures.idle_heartbeats_per_s = (self.fleet.total(HEARTBEATS) - beats) / figures.idle_s
+        figures.idle_load_average = os.getloadavg()[0]
+        print(
+            f"idle fleet: {figures.idle_heartbeats_per_s:,.1f} heartbeats/s over"
+            f" {figures.idle_s:.0f} s, {args.settle:g} s after the last welcome (load average"
+            f" {figures.idle_load_average:.2f})"
+        )
+
     async def deploys(self, leases: Leases | None) -> None:
         args, figures = self.args, self.figures
         sizes = [args.deploy_size] * (args.containers // args.deploy_size)
@@ -562,8 +619,13 @@ class Bench:
             own += [leases.process.pid] if leases.process.pid is not None else []
         dropped_before = self.fleet.total(DROPPED)
         meter = CpuMeter(self.coordinator.pid, own)
+        spy = None if args.profile is None else Spy(self.coordinator.pid, args.profile)
         first = time.monotonic()
-        await self.post_all(sizes)
+        try:
+            await self.post_all(sizes)
+        finally:
+            if spy is not None:
+                spy.stop()
         last_answer = time.monotonic()
         committed = figures.containers_committed
         figures.commit_s = last_answer - first
@@ -600,7 +662,12 @@ class Bench:
             figures.lease_deploys = LeaseFigures.of(samples, first, last_answer, rate)
         figures.coordinator_rss_mb = rss_bytes(self.coordinator.pid) / MB
         figures.agents_rss_mb = self.fleet.rss_bytes() / MB
+        figures.deploys_load_average = os.getloadavg()[0]
         self.print_deploys()
+        if args.profile is not None:
+            print(f"the coordinator during the POSTs (py-spy, {args.profile}):")
+            for line in top_of(args.profile, 25):
+                print(f"  {line}")
 
     async def post_all(self, sizes: list[int]) -> None:
         """One deployment per size, one POST after another; progress on stderr."""
@@ -703,6 +770,7 @@ class Bench:
             figures.restart_agents_back = fleet.total(CONNECTED)
             figures.held_after_restart = fleet.total(HELD)
         figures.restart_reconnected_s = time.monotonic() - started
+        figures.restart_load_average = os.getloadavg()[0]
         same = "all" if figures.held_after_restart == figures.held_before_restart else "NOT all"
         print(
             f"restart (SIGKILL, same store): /readyz after {figures.restart_ready_s:.2f} s"
@@ -732,7 +800,11 @@ async def run_on(args: argparse.Namespace, workdir: Path, store: str) -> Figures
         lease_port = free_port()
         lease_url = f"http://127.0.0.1:{lease_port}"
         store += f'lease_address = "127.0.0.1:{lease_port}"\n'
-    coordinator = Coordinator(workdir, port, join_token, api_token, store)
+    # Each agent holds a connection, as do the lease load and this process.
+    max_connections = max(10_000, args.agents + args.lease_in_flight + 1000)
+    coordinator = Coordinator(
+        workdir, port, join_token, api_token, store, max_connections=max_connections
+    )
     context = multiprocessing.get_context("spawn")
     options = FleetOptions(
         url=f"ws://127.0.0.1:{port}/v1/agent",
@@ -753,18 +825,22 @@ async def run_on(args: argparse.Namespace, workdir: Path, store: str) -> Figures
     )
     leases = Leases(context, load) if args.lease_rate > 0 else None
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as http:
+        connector = aiohttp.TCPConnector(keepalive_timeout=CLIENT_KEEPALIVE_SECONDS)
+        timeout = aiohttp.ClientTimeout(total=None)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
             bench = Bench(args, coordinator, fleet, http, api_token)
             try:
                 await bench.start()
+                await bench.idle()
                 if leases is not None:
                     leases.start()
                 await bench.deploys(leases)
                 await bench.singles()
                 await bench.restart()
-            except Failed as error:
-                bench.figures.failed = str(error)
-                print(f"fleet: {error}", file=sys.stderr)
+            except (Failed, aiohttp.ClientError) as error:
+                bench.figures.failed = f"{type(error).__name__}: {error}"
+                print(f"fleet: {bench.figures.failed}", file=sys.stderr)
+            print_targets(bench.figures)
             return bench.figures
     finally:
         fleet.stop.set()  # no reconnecting while the coordinator closes the sessions
@@ -786,7 +862,8 @@ def without_nan(value: object) -> object:
 
 
 def raise_file_limit(agents: int) -> None:
-    """Each agent holds a socket in its worker and one in the coordinator."""
+    """Each agent holds a socket in its worker and one in the coordinator, which inherit
+    this process's limit (the coordinator raises its own as ``max_connections`` needs)."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     needed = agents + 1000
@@ -800,6 +877,7 @@ def raise_file_limit(agents: int) -> None:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--smoke", action="store_true", help=f"a small run: {SMOKE}")
+    parser.add_argument("--targets", action="store_true", help=f"issue 29's size: {TARGETS}")
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--containers", type=int, default=10_000, help="in all, before singles")
     parser.add_argument("--deploy-size", type=int, default=1000, help="containers per POST")
@@ -821,6 +899,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--backoff-cap", type=float, default=2.0, help="agents' retry bound")
     parser.add_argument("--seed", type=int, default=1, help="of the inventories")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per step")
+    parser.add_argument("--settle", type=float, default=20.0, help="seconds before idle")
+    parser.add_argument("--idle-seconds", type=float, default=30.0, help="the idle window")
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy the coordinator during the POSTs into this file"
+    )
     parser.add_argument("--store", choices=("sqlite", "etcd"), default="sqlite")
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="where the store goes")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
@@ -829,6 +912,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         argv = sys.argv[1:]
     if "--smoke" in argv:
         parser.set_defaults(**SMOKE)
+    elif "--targets" in argv:
+        parser.set_defaults(**TARGETS)
     args = parser.parse_args(argv)
     if not 1 <= args.deploy_size <= 1000:
         parser.error("--deploy-size must be 1 to 1000 (the API's largest count)")

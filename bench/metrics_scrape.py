@@ -17,6 +17,12 @@ prometheus_client prints its families:
 - ``container``: the node and deployment families and one usage series per container
   (``metrics_container_series = "container"``, the default);
 - ``deployment``: the same with the usage summed per deployment;
+- ``container``, on the event loop: the longest the loop was held during a scrape, in
+  one go (``Metrics.render``, as ``GET /metrics`` wrote it before) and in slices
+  (``Metrics.render_in_slices``, as it writes it now), as a task waking every 2 ms sees
+  it: this process's CPU time between two of its wakings (the wall time too, which
+  adds the machine's other processes' turns). The two texts are checked equal (but
+  the process's own figures, which move between scrapes).
 - ``naive``: the same families as ``deployment``, written as the same text, computed
   by walking every container and every allocation at each scrape (``container_state``
   per container, the nodes' totals summed from their allocations), as the figures would
@@ -30,12 +36,14 @@ and are left out: they do not grow with the fleet. Not part of ``make test``.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
+import os
 import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 
 # Run as a script, Python puts bench/ first on the path; the repository root goes there.
@@ -60,7 +68,7 @@ from coordinator.placement import Allocation, NodeState, Normalized, Plan  # noq
 from coordinator.services.plan_nodes import usable_node  # noqa: E402
 from shared.api.containers import ContainerRecord  # noqa: E402
 from shared.api.deployments import DeploymentRecord, DeploymentSpec, ResourcesSpec  # noqa: E402
-from shared.api.nodes import NodeHealth, NodeRecord  # noqa: E402
+from shared.api.nodes import NodeHealth, NodePressure, NodeRecord  # noqa: E402
 from shared.protocol import ContainerStatus, Limits  # noqa: E402
 
 MiB = 2**20
@@ -88,6 +96,10 @@ class BuiltFleet:
 
     def node_state(self, name: str) -> NodeState | None:
         return self._books.nodes.get(name)
+
+    def pressure(self, name: str) -> NodePressure | None:
+        """None: no agent reports to books built here."""
+        return None
 
 
 def build(nodes: int, containers: int) -> BuiltFleet:
@@ -169,6 +181,20 @@ def build(nodes: int, containers: int) -> BuiltFleet:
     return BuiltFleet(books, records)
 
 
+class Collected:
+    """A text gauge whose lines are kept until written, for the naive reference."""
+
+    def __init__(self, name: str, help_text: str, labels: Sequence[str]) -> None:
+        self._gauge = TextGauge(name, help_text, labels)
+        self._lines = [self._gauge.header()]
+
+    def add(self, values: Sequence[str], value: float) -> None:
+        self._lines.append(self._gauge.line(values, value))
+
+    def lines(self) -> list[str]:
+        return self._lines
+
+
 class NaiveFigures:
     """The same node and deployment families (usage per deployment), written as the same
     text, by walking every container and allocation at each scrape."""
@@ -180,17 +206,17 @@ class NaiveFigures:
         for family in [*self._nodes(), *self._deployments()]:
             yield from family.lines()
 
-    def _nodes(self) -> list[TextGauge]:
+    def _nodes(self) -> list[Collected]:
         books = self._fleet.books
         by_health = Counter(node.state for node in self._fleet.nodes())
-        health = TextGauge("allot_nodes", "", ("state",))
+        health = Collected("allot_nodes", "", ("state",))
         for each in NodeHealth:
             health.add((each.value,), by_health[each])
         per_kind = ("node", "kind")
-        cpu = TextGauge("allot_node_cpu_cores", "", per_kind)
-        memory = TextGauge("allot_node_memory_bytes", "", per_kind)
-        gpus = TextGauge("allot_node_gpus", "", per_kind)
-        cordoned = TextGauge("allot_node_cordoned", "", ("node",))
+        cpu = Collected("allot_node_cpu_cores", "", per_kind)
+        memory = Collected("allot_node_memory_bytes", "", per_kind)
+        gpus = Collected("allot_node_gpus", "", per_kind)
+        cordoned = Collected("allot_node_cordoned", "", ("node",))
         for node in self._fleet.nodes():
             name = node.name
             held = books.nodes[name]
@@ -207,7 +233,7 @@ class NaiveFigures:
             memory.add((name, "requested"), sum(a.resources.memory_request for a in allocations))
         return [health, cpu, memory, gpus, cordoned]
 
-    def _deployments(self) -> list[TextGauge]:
+    def _deployments(self) -> list[Collected]:
         books = self._fleet.books
         counted: Counter[tuple[str, str, str]] = Counter()
         cores: dict[tuple[str, str], float] = {}
@@ -224,16 +250,16 @@ class NaiveFigures:
         for pending in books.pending.values():
             counted[(pending.namespace, pending.deployment, "pending")] += 1
         labels = ("namespace", "deployment")
-        desired = TextGauge("allot_deployment_desired", "", labels)
-        counts = TextGauge("allot_deployment_containers", "", (*labels, "state"))
+        desired = Collected("allot_deployment_desired", "", labels)
+        counts = Collected("allot_deployment_containers", "", (*labels, "state"))
         for key, deployment in books.deployments.items():
             desired.add(key, deployment.spec.count)
             for state_name in ("placed", "pending", "running", "failed"):
                 counts.add((*key, state_name), counted[(*key, state_name)])
-        pending_in_all = TextGauge("allot_scheduler_pending_containers", "", ())
+        pending_in_all = Collected("allot_scheduler_pending_containers", "", ())
         pending_in_all.add((), len(books.pending))
-        usage_cpu = TextGauge("allot_container_cpu_usage_cores", "", labels)
-        usage_memory = TextGauge("allot_container_memory_usage_bytes", "", labels)
+        usage_cpu = Collected("allot_container_cpu_usage_cores", "", labels)
+        usage_memory = Collected("allot_container_memory_usage_bytes", "", labels)
         for key in cores.keys() | used.keys():
             usage_cpu.add(key, cores.get(key, 0.0))
             usage_memory.add(key, used[key])
@@ -294,6 +320,70 @@ def measure(
     return text, statistics.median(figures)
 
 
+TICK_SECONDS = 0.002
+
+
+async def held_while(scrape: Callable[[], Awaitable[bytes]]) -> tuple[bytes, float, float]:
+    """The text ``scrape`` gives, and the longest the event loop was held meanwhile as a
+    task waking every ``TICK_SECONDS`` sees it: (text, CPU seconds, wall seconds)."""
+    done = False
+    longest_cpu = longest_wall = 0.0
+
+    async def tick() -> None:
+        nonlocal longest_cpu, longest_wall
+        wall, cpu = time.perf_counter(), time.process_time()
+        while not done:
+            await asyncio.sleep(TICK_SECONDS)
+            now_wall, now_cpu = time.perf_counter(), time.process_time()
+            longest_cpu = max(longest_cpu, now_cpu - cpu)
+            longest_wall = max(longest_wall, now_wall - wall - TICK_SECONDS)
+            wall, cpu = now_wall, now_cpu
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(TICK_SECONDS * 2)  # the ticker runs
+    text = await scrape()
+    done = True
+    await ticker
+    return text, longest_cpu, longest_wall
+
+
+def loop_holds(metrics: Metrics, runs: int) -> None:
+    """The longest hold of the loop by a scrape in one go and by one in slices, best and
+    worst of ``runs`` each; their texts checked equal."""
+
+    async def in_one_go() -> bytes:
+        return metrics.render()
+
+    holds: dict[str, list[tuple[float, float]]] = {"one go": [], "slices": []}
+    texts: dict[str, bytes] = {}
+    for _ in range(runs):
+        for name, scrape in (("one go", in_one_go), ("slices", metrics.render_in_slices)):
+            gc.collect()
+            texts[name], cpu, wall = asyncio.run(held_while(scrape))
+            holds[name].append((cpu, wall))
+    if _steady(texts["one go"]) != _steady(texts["slices"]):
+        raise SystemExit("the scrape in slices wrote another text than the one in one go")
+    worst = {name: max(cpu for cpu, _ in taken) for name, taken in holds.items()}
+    for name, taken in holds.items():
+        cpus, walls = sorted(cpu for cpu, _ in taken), sorted(wall for _, wall in taken)
+        print(
+            f"  loop held by a scrape in {name:<6}: CPU {cpus[0] * 1e3:6.1f} to"
+            f" {cpus[-1] * 1e3:6.1f} ms, wall {walls[0] * 1e3:6.1f} to {walls[-1] * 1e3:6.1f} ms"
+            f" at longest ({runs} scrapes)",
+            flush=True,
+        )
+    print(
+        f"  in slices the longest hold is {worst['slices'] / worst['one go']:.3f}x the one"
+        " go's (CPU, worst of each); same text"
+    )
+
+
+def _steady(text: bytes) -> list[bytes]:
+    """The lines of an exposition but the process's and the collector's own figures,
+    which move from one scrape to the next."""
+    return [line for line in text.splitlines() if not line.startswith((b"process_", b"python_"))]
+
+
 def _spread(times: list[float]) -> str:
     p99 = statistics.quantiles(times, n=100)[98] if len(times) > 1 else times[0]
     return f"p50 {statistics.median(times) * 1000:.0f} ms p99 {p99 * 1000:.0f} ms"
@@ -310,17 +400,15 @@ def main() -> None:
     print(
         f"{args.containers:,} containers ({len(fleet.books.pending):,} pending) in"
         f" {len(fleet.books.deployments):,} deployments on {args.nodes:,} nodes, built in"
-        f" {time.perf_counter() - started:.1f} s; {args.runs} scrapes each:",
+        f" {time.perf_counter() - started:.1f} s; {args.runs} scrapes each (load average"
+        f" {os.getloadavg()[0]:.2f}):",
         flush=True,
     )
     collectors = [DeploymentCollector(fleet)]
     per_container: list[Written] = [NodeFigures(fleet), ContainerUsage(fleet)]
-    measure(
-        "container",
-        metrics_of(collectors, per_container),
-        lambda: taken(collectors, per_container),
-        args.runs,
-    )
+    scraped = metrics_of(collectors, per_container)
+    measure("container", scraped, lambda: taken(collectors, per_container), args.runs)
+    loop_holds(scraped, min(args.runs, 5))
     per_deployment: list[Written] = [
         NodeFigures(fleet),
         ContainerUsage(fleet, series_per="deployment"),

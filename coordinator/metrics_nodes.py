@@ -27,6 +27,7 @@ from collections.abc import Iterator
 
 from coordinator.metrics_fleet import Fleet
 from coordinator.metrics_text import TextGauge
+from coordinator.placement import NodeState
 from shared.api.nodes import NodeHealth, NodeRecord
 
 
@@ -35,12 +36,15 @@ class NodeFigures:
         self._fleet = fleet
 
     def exposition(self) -> Iterator[str]:
+        """The families a line at a time, each over the node records as they were at the
+        first line (a node deleted since still shows, with what it had then)."""
         fleet = self._fleet
-        records = fleet.nodes()
+        records = list(fleet.nodes())
         by_state = TextGauge("allot_nodes", "Nodes by state.", ("state",))
         counts = Counter(record.state for record in records)
+        yield by_state.header()
         for health in NodeHealth:
-            by_state.add((health.value,), counts[health])
+            yield by_state.line((health.value,), counts[health])
         per_kind = ("node", "kind")
         cpu = TextGauge(
             "allot_node_cpu_cores",
@@ -48,19 +52,43 @@ class NodeFigures:
             " and asked for by unbound containers on its shared pool (shared_requested).",
             per_kind,
         )
+        states: list[tuple[str, NodeState]] = []  # nodes without one offer nothing
+        yield cpu.header()
+        for record in records:
+            state = fleet.node_state(record.name)
+            if state is None:  # its inventory gives no allocation state
+                continue
+            states.append((record.name, state))
+            base = state.share_base
+            yield cpu.line((record.name, "offered"), sum(state.cores.values()) / base)
+            yield cpu.line((record.name, "bound"), state.bound_cpu / base)
+            yield cpu.line((record.name, "shared_requested"), state.unbound_cpu / base)
         memory = TextGauge(
             "allot_node_memory_bytes",
             "A node's memory: offered, and requested by its containers.",
             per_kind,
         )
+        yield memory.header()
+        for name, state in states:
+            yield memory.line((name, "offered"), state.memory)
+            yield memory.line((name, "requested"), state.memory_used)
         gpus = TextGauge(
             "allot_node_gpus",
             "A node's GPU devices (whole GPUs and MIG devices): offered, and bound to containers.",
             per_kind,
         )
+        yield gpus.header()
+        for record in records:
+            offered_gpus = _offered_gpus(record)
+            yield gpus.line((record.name, "offered"), offered_gpus)
+            bound = _bound_gpus(fleet, record.name) if offered_gpus else 0
+            yield gpus.line((record.name, "bound"), bound)
         cordoned = TextGauge(
             "allot_node_cordoned", "1 when the node is cordoned, else 0.", ("node",)
         )
+        yield cordoned.header()
+        for record in records:
+            yield cordoned.line((record.name,), 1 if record.name in fleet.books.cordoned else 0)
         pressure = TextGauge(
             "allot_node_cpu_pressure_percent",
             "A node's CPU pressure as its agent reads it, in percent: PSI 'some' avg10 (the"
@@ -74,28 +102,15 @@ class NodeFigures:
             " [pressure] enter_percent, left at leave_percent), else 0.",
             ("node",),
         )
-        books = fleet.books
-        for record in records:
-            name = record.name
-            cordoned.add((name,), 1 if name in books.cordoned else 0)
-            reading = fleet.pressure(name)
-            if reading is not None:
-                pressure.add((name, reading.source), reading.avg10)
-                pressured.add((name,), 1 if reading.under else 0)
-            offered_gpus = _offered_gpus(record)
-            gpus.add((name, "offered"), offered_gpus)
-            gpus.add((name, "bound"), _bound_gpus(fleet, name) if offered_gpus else 0)
-            state = fleet.node_state(name)
-            if state is None:  # its inventory gives no allocation state: nothing offered
-                continue
-            base = state.share_base
-            cpu.add((name, "offered"), sum(state.cores.values()) / base)
-            cpu.add((name, "bound"), state.bound_cpu / base)
-            cpu.add((name, "shared_requested"), state.unbound_cpu / base)
-            memory.add((name, "offered"), state.memory)
-            memory.add((name, "requested"), state.memory_used)
-        for family in (by_state, cpu, memory, gpus, cordoned, pressure, pressured):
-            yield from family.lines()
+        readings = [(r.name, fleet.pressure(r.name)) for r in records]
+        known = [(name, reading) for name, reading in readings if reading is not None]
+        if known:  # no family without a reading (a standby's scrape)
+            yield pressure.header()
+            for name, reading in known:
+                yield pressure.line((name, reading.source), reading.avg10)
+            yield pressured.header()
+            for name, reading in known:
+                yield pressured.line((name,), 1 if reading.under else 0)
 
 
 def _offered_gpus(record: NodeRecord) -> int:

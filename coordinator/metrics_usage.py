@@ -11,11 +11,14 @@ deployment: from the books' tally, O(deployments).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
+from coordinator.deployments.books import Books
 from coordinator.metrics_deployments import SeriesPer
 from coordinator.metrics_fleet import Fleet
 from coordinator.metrics_text import TextGauge
+from shared.api.containers import ContainerRecord
+from shared.protocol import ContainerStatus
 
 PER_CONTAINER = ("namespace", "deployment", "container", "node")
 PER_DEPLOYMENT = ("namespace", "deployment")
@@ -27,7 +30,9 @@ class ContainerUsage:
         self._series_per = series_per
 
     def exposition(self) -> Iterator[str]:
-        """The two families in the Prometheus text format, a line at a time."""
+        """The two families in the Prometheus text format, a line at a time, over the
+        reports (or the deployments) as they were at the first line; a container gone
+        since is left out."""
         books = self._fleet.books
         per_container = self._series_per == "container"
         labels = PER_CONTAINER if per_container else PER_DEPLOYMENT
@@ -43,19 +48,37 @@ class ContainerUsage:
             labels,
         )
         if per_container:
-            for container_id, seen in books.observed.items():
-                if seen.state != "running":
-                    continue
-                record = books.containers[container_id]
-                values = (record.namespace, record.deployment, container_id, record.node)
+            # Only the ids are copied (cheap, and no objects for the collector to track):
+            # each line reads the report and the record as they are when it is written.
+            ids = list(books.observed)
+            yield cpu.header()
+            for cid, record, seen in _running(books, ids):
                 if seen.cpu_usage is not None:
-                    cpu.add(values, seen.cpu_usage)
+                    values = (record.namespace, record.deployment, cid, record.node)
+                    yield cpu.line(values, seen.cpu_usage)
+            yield memory.header()
+            for cid, record, seen in _running(books, ids):
                 if seen.memory_usage is not None:
-                    memory.add(values, seen.memory_usage)
+                    values = (record.namespace, record.deployment, cid, record.node)
+                    yield memory.line(values, seen.memory_usage)
         else:
-            for key in books.tally.deployments():
-                cores, used_bytes = books.tally.usage(key)
-                cpu.add(key, max(cores, 0.0))  # a sum of floats may end at -1e-17
-                memory.add(key, used_bytes)
-        yield from cpu.lines()
-        yield from memory.lines()
+            usage = [(key, books.tally.usage(key)) for key in books.tally.deployments()]
+            yield cpu.header()
+            for key, (cores, _) in usage:
+                yield cpu.line(key, max(cores, 0.0))  # a sum of floats may end at -1e-17
+            yield memory.header()
+            for key, (_, used_bytes) in usage:
+                yield memory.line(key, used_bytes)
+
+
+def _running(
+    books: Books, ids: Iterable[str]
+) -> Iterator[tuple[str, ContainerRecord, ContainerStatus]]:
+    """The containers of ``ids`` still live and reported running, with their records."""
+    for cid in ids:
+        seen = books.observed.get(cid)
+        if seen is None or seen.state != "running":
+            continue
+        record = books.containers.get(cid)
+        if record is not None:
+            yield cid, record, seen

@@ -48,7 +48,7 @@ def make_standby_app(
     authorizer = AgentAuthorizer(join_token=join_token, client_ca=client_ca)
 
     async def metrics_text(request: web.Request) -> web.Response:
-        return metrics_response(shown)
+        return await metrics_response(shown)
 
     async def readyz(request: web.Request) -> web.Response:
         leader = await leader_url()

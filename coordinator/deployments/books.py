@@ -23,6 +23,8 @@ it after random sequences of decisions):
    by deployment, and each stopping container's allocation is on its node's state.
 7. ``tally`` counts each live container once, in the state its record and ``observed``
    give (``deployments.tally``).
+8. ``requests`` counts each live container once, under its namespace and what it asks
+   for (``deployments.request_tally``): what the quotas' usage is read from.
 
 Nothing here decides or does I/O; every read costs O(the answer), never O(all containers).
 """
@@ -35,6 +37,7 @@ from typing import Any, TypeVar
 
 from coordinator.deployments.decision import Decision
 from coordinator.deployments.records import PendingRecord
+from coordinator.deployments.request_tally import RequestTally
 from coordinator.deployments.tally import StateTally
 from coordinator.placement import NodeState
 from coordinator.quotas import PreemptionRecord
@@ -82,6 +85,7 @@ class Books:
         self._pool_version: defaultdict[str, int] = defaultdict(int)
         self._namespace_version: defaultdict[str, int] = defaultdict(int)
         self.tally = StateTally()
+        self.requests = RequestTally()
         self._indexes: dict[str, defaultdict[Any, set[str]]] = {
             "node": self._by_node,
             "deployment": self._by_deployment,
@@ -246,6 +250,7 @@ class Books:
         self._by_pool[pool].add(container_id)
         self._pool_version[pool] += 1
         self._namespace_version[namespace] += 1
+        self.requests.count(record)
         self._charge(record)
 
     def _unindex(self, container_id: str) -> None:
@@ -260,6 +265,7 @@ class Books:
         self._namespace_version[record.namespace] += 1
         self._uncharge(container_id)
         self.tally.forget(container_id)
+        self.requests.forget(container_id)
 
     def _charge(self, record: ContainerRecord) -> None:
         state = self.nodes.get(record.node)
@@ -319,6 +325,7 @@ class Books:
         assert ours == dict(pending_index), "index _pending_by_deployment drifted"
         assert not set(self.pending) & set(self.containers), "pending and placed overlap"
         self.tally.check(self.containers, self.observed)
+        self.requests.check(self.containers)
 
 
 def _discard(index: defaultdict[K, set[str]], key: K, container_id: str) -> None:

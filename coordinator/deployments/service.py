@@ -53,11 +53,7 @@ from coordinator.deployments.records import (
 from coordinator.deployments.sequencer import Sequencer
 from coordinator.deployments.stored_books import read_books
 from coordinator.deployments.timings import NO_TIMINGS, Timings
-from coordinator.deployments.translate import (
-    desired_container,
-    pending_container,
-    quota_container,
-)
+from coordinator.deployments.translate import desired_container, pending_container
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
 from coordinator.metrics_store import TimedStore
@@ -65,7 +61,6 @@ from coordinator.placement import Delta, Node, NodeState, Placement
 from coordinator.placement.engine import AnyRequest
 from coordinator.pools.host_weights import PoolCpu
 from coordinator.pools.tree import Share
-from coordinator.quotas import Container as QuotaContainer
 from coordinator.quotas import Quota
 from coordinator.services.events import EventLog, Note
 from coordinator.services.nodes import on_problems
@@ -266,9 +261,10 @@ class DeploymentService:
         """Each node's desired revision now, which its agent acknowledges. O(nodes)."""
         return {node: self._books.node_revision.get(node, 0) for node in nodes}
 
-    def quota_containers(self, namespaces: Iterable[str]) -> list[QuotaContainer]:
-        """The containers of ``namespaces``, as the quota engine counts them."""
-        return [quota_container(c) for c in self._draft().of_namespaces(namespaces)]
+    def quota_requests(self, namespaces: Iterable[str]) -> list[tuple[dict[str, int | str], int]]:
+        """What the live containers of ``namespaces`` ask for, as the quotas count it:
+        each request shape with how many ask for it. O(the shapes), kept by the books."""
+        return self._books.requests.shapes(namespaces)
 
     def allocation(self, node: str) -> tuple[NodeState, bool]:
         """The node's allocation state and whether it is cordoned."""

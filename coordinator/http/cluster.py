@@ -55,13 +55,15 @@ async def get_node(request: web.Request) -> web.Response:
     )
 
 
-def metrics_response(metrics: Metrics) -> web.Response:
-    """The exposition of ``metrics``: the leader's, or a standby's."""
-    return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")
+async def metrics_response(metrics: Metrics) -> web.Response:
+    """The exposition of ``metrics``: the leader's, or a standby's, written in slices
+    that leave the event loop to the agents and the API in between."""
+    body = await metrics.render_in_slices()
+    return web.Response(body=body, content_type="text/plain", charset="utf-8")
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return metrics_response(request.app[METRICS])
+    return await metrics_response(request.app[METRICS])
 
 
 def add_routes(app: web.Application) -> None:

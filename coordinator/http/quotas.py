@@ -63,11 +63,11 @@ def _routes_for(kind: str) -> list[web.RouteDef]:
             stored = await deployments.put_quota(quota)
         except QuotaError as error:
             raise _refused(error) from error
-        return json_response(request.app[QUOTAS].view(stored, deployments.quota_containers))
+        return json_response(request.app[QUOTAS].view(stored, deployments.quota_requests))
 
     async def get(request: web.Request) -> web.Response:
-        counted = request.app[DEPLOYMENTS].quota_containers
-        return json_response(request.app[QUOTAS].view(_existing(request, kind), counted))
+        requested = request.app[DEPLOYMENTS].quota_requests
+        return json_response(request.app[QUOTAS].view(_existing(request, kind), requested))
 
     async def delete(request: web.Request) -> web.Response:
         require_admin(request, f"deleting {kind}s")
@@ -88,9 +88,9 @@ def _existing(request: web.Request, kind: str) -> Quota:
 
 
 async def list_quotas(request: web.Request) -> web.Response:
-    counted = request.app[DEPLOYMENTS].quota_containers
+    requested = request.app[DEPLOYMENTS].quota_requests
     nodes = request.app[REGISTRY].usable()
-    return json_response(request.app[QUOTAS].summary(nodes, counted))
+    return json_response(request.app[QUOTAS].summary(nodes, requested))
 
 
 def add_quota_routes(app: web.Application) -> None:

@@ -51,6 +51,7 @@ from coordinator.quotas.usage import (
     total_min,
     total_unused_min,
     used,
+    used_by_shapes,
 )
 from coordinator.quotas.validation import canonical_quota, parse_quota, validate_quotas
 
@@ -86,5 +87,6 @@ __all__ = [
     "total_min",
     "total_unused_min",
     "used",
+    "used_by_shapes",
     "validate_quotas",
 ]

@@ -7,6 +7,7 @@ exact ``Fraction`` and the guaranteed over-quotas of a resource add up to exactl
 unused min (or are all 0 when no quota has a min for it).
 
     used(quota, containers)                       -> {"gpu-memory": Fraction(40), ...}
+    used_by_shapes(quota, [(requests, 12), ...])  -> the same, from counted requests
     overquota_amount(quota, used(quota, containers))  -> {"gpu-memory": Fraction(30)}
     total_min(quotas)                             -> {"gpu-memory": Fraction(80)}
     total_unused_min(quotas, used_by_quota)       -> {"gpu-memory": Fraction(30)}
@@ -107,6 +108,24 @@ def used(
     entries = counted(containers, parsed.namespaces, gb_per_gpu=gb_per_gpu, share_base=share_base)
     result: dict[str, Fraction | Decimal] = dict(usage_of(parsed, entries))
     return result
+
+
+def used_by_shapes(
+    quota: Quota,
+    shapes: Iterable[tuple[Mapping[str, object], int]],
+    gb_per_gpu: int = DEFAULT_GB_PER_GPU,
+    *,
+    share_base: int = DEFAULT_SHARE_BASE,
+) -> dict[str, Fraction]:
+    """``used`` from the requests of the counted containers of ``quota``'s namespaces
+    given as (requests, how many containers ask for them): equal to ``used`` over those
+    containers (keys in another order at most). O(shapes * r), whatever their count."""
+    check_gb_per_gpu(gb_per_gpu)
+    total: Amounts = dict.fromkeys(parse_quota(quota, share_base=share_base).min, ZERO)
+    for requests, count in shapes:
+        request = parse_request(requests, gb_per_gpu=gb_per_gpu, share_base=share_base)
+        add_into(total, {name: amount * count for name, amount in request.items()})
+    return total
 
 
 def exact(value: object) -> Fraction:

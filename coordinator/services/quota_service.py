@@ -5,8 +5,10 @@ against every quota as the decisions before it left them, committed with the lab
 moves, and only then applied here (``apply``). Store keys: ``/quotas/<name>`` (names are
 unique across both kinds).
 
-``used`` counts the containers that hold an allocation; the caller gives them
-(``Counted``: the containers of some namespaces, as the quota engine sees them).
+``used`` counts the containers that hold an allocation; the caller gives what they ask
+for (``Requested``: the request shapes of some namespaces' containers, each with how many
+containers ask for it, as the books keep them up to date), so a view costs O(shapes),
+not O(containers).
 """
 
 from __future__ import annotations
@@ -18,12 +20,11 @@ import msgspec
 
 from coordinator.config import QuotaSettings
 from coordinator.quotas import (
-    Container,
     Quota,
     encode_amounts,
     overquota_amount,
     total_min,
-    used,
+    used_by_shapes,
 )
 from coordinator.store import Store
 from shared.api.nodes import NodeHealth, NodeRecord
@@ -32,7 +33,7 @@ from shared.codec import json_decoder
 from shared.inventory import Gpu
 
 QUOTA_PREFIX = "/quotas/"
-Counted = Callable[[Iterable[str]], Sequence[Container]]
+Requested = Callable[[Iterable[str]], Sequence[tuple[Mapping[str, object], int]]]
 GiB = 2**30
 
 _decode_quota: msgspec.json.Decoder[Quota] = json_decoder(Quota)
@@ -66,9 +67,13 @@ class QuotaService:
             else:
                 self._quotas[name] = quota
 
-    def view(self, quota: Quota, counted: Counted) -> QuotaView:
-        containers = counted(quota.namespaces)
-        used_q = used(quota, containers, self.gb_per_gpu, share_base=self._share_base)
+    def used(self, quota: Quota, requested: Requested) -> dict[str, Fraction]:
+        """used_Q of ``quota``: O(its namespaces' request shapes)."""
+        shapes = requested(quota.namespaces)
+        return used_by_shapes(quota, shapes, self.gb_per_gpu, share_base=self._share_base)
+
+    def view(self, quota: Quota, requested: Requested) -> QuotaView:
+        used_q = self.used(quota, requested)
         over = overquota_amount(quota, used_q, share_base=self._share_base)
         return QuotaView(
             name=quota.name,
@@ -77,12 +82,12 @@ class QuotaService:
             min=dict(quota.min),
             max=None if quota.max is None else dict(quota.max),
             status=QuotaStatus(
-                used=encode_amounts({r: Fraction(v) for r, v in used_q.items()}),
+                used=encode_amounts(used_q),
                 over_quota=encode_amounts(over),
             ),
         )
 
-    def summary(self, nodes: Sequence[NodeRecord], counted: Counted) -> QuotaSummary:
+    def summary(self, nodes: Sequence[NodeRecord], requested: Requested) -> QuotaSummary:
         quotas = self.all()
         minimum = total_min(quotas, share_base=self._share_base)
         capacity = self.cluster_capacity(nodes)
@@ -93,7 +98,7 @@ class QuotaService:
             if resource in capacity and amount > capacity[resource]
         ]
         return QuotaSummary(
-            quotas=[self.view(quota, counted) for quota in quotas],
+            quotas=[self.view(quota, requested) for quota in quotas],
             total_min=encode_amounts(minimum),
             capacity=encode_amounts(capacity),
             warnings=warnings,

@@ -25,9 +25,9 @@ HISTORY = web.AppKey("volume_history", VolumeHistory)
 
 
 async def quotas_page(request: web.Request) -> web.StreamResponse:
-    counted = request.config_dict[DEPLOYMENTS].quota_containers
+    requested = request.config_dict[DEPLOYMENTS].quota_requests
     nodes = request.config_dict[REGISTRY].usable()
-    summary = request.config_dict[QUOTAS].summary(nodes, counted)
+    summary = request.config_dict[QUOTAS].summary(nodes, requested)
     share_base = request.config_dict[CONFIG].share_base
     quotas = [(view, quota_bars(view, share_base=share_base)) for view in summary.quotas]
     return render(request, "quotas.html", {"summary": summary, "quotas": quotas})

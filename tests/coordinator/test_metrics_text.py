@@ -11,16 +11,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from coordinator.metrics_text import TextGauge
 
 
-def read_back(gauge: TextGauge) -> list[tuple[dict[str, str], float]]:
-    (family,) = text_string_to_metric_families("".join(gauge.lines()))
+def read_back(text: str) -> list[tuple[dict[str, str], float]]:
+    (family,) = text_string_to_metric_families(text)
     assert (family.name, family.type) == ("allot_test", "gauge")
     return [(sample.labels, sample.value) for sample in family.samples]
 
 
 def test_a_family_with_no_samples_has_its_help_and_type_only() -> None:
     gauge = TextGauge("allot_test", 'Odd "help" \\ over\ntwo lines.', ("node",))
-    assert read_back(gauge) == []
-    (family,) = text_string_to_metric_families("".join(gauge.lines()))
+    assert read_back(gauge.header()) == []
+    (family,) = text_string_to_metric_families(gauge.header())
     assert family.documentation == 'Odd "help" \\ over\ntwo lines.'
 
 
@@ -38,8 +38,9 @@ def test_label_values_and_numbers_read_back_as_given(
     samples: list[tuple[str, str, float]],
 ) -> None:
     gauge = TextGauge("allot_test", "A test.", ("node", "kind"))
-    for node, kind, value in samples:
-        gauge.add((node, kind), value)
-    assert read_back(gauge) == [
+    text = gauge.header() + "".join(
+        gauge.line((node, kind), value) for node, kind, value in samples
+    )
+    assert read_back(text) == [
         ({"node": node, "kind": kind}, float(value)) for node, kind, value in samples
     ]
