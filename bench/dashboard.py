@@ -34,7 +34,7 @@ sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").reso
 from bench.deployments import host  # noqa: E402
 from coordinator.app import make_app  # noqa: E402
 from coordinator.config import CoordinatorConfig, NamespaceToken  # noqa: E402
-from coordinator.keys import DEPLOYMENTS, POOLS, QUOTAS, REGISTRY  # noqa: E402
+from coordinator.keys import DEPLOYMENTS, QUOTAS, REGISTRY  # noqa: E402
 from coordinator.quotas import Quota  # noqa: E402
 from shared.api.deployments import DeploymentSpec, ResourcesSpec  # noqa: E402
 
@@ -69,7 +69,7 @@ async def run(nodes: int, containers: int, runs: int, directory: Path) -> None:
     await service.put_quota(Quota("bench", ["bench"], {"cpu": "100"}, {"cpu": str(containers)}))
     for index in range(10):
         flow = {"guarantee_type": "relaxed", "resource_flow": {"cpu": 10}}
-        await app[POOLS].put(f"pool-{index}", {"integral_guarantees": flow})
+        await service.put_pool(f"pool-{index}", {"integral_guarantees": flow})
     resources = ResourcesSpec(cpu="1", memory="64Mi")
     for index in range(containers // PER_DEPLOYMENT):
         spec = DeploymentSpec(
