@@ -82,11 +82,14 @@ class PoolFigures(msgspec.Struct, frozen=True, kw_only=True):
 class StagedPools:
     """A batch's pool writes, made when it commits: ``pools`` the whole configuration it
     leaves (None: unchanged), ``puts`` what to store, ``state_at`` when the stored state
-    was taken (None: no state stored)."""
+    was taken (None: no state stored); ``tree`` the tree of ``pools`` as it was staged,
+    at the service's ``version``."""
 
     pools: dict[str, dict[str, Any]] | None
     puts: dict[str, bytes]
     state_at: float | None
+    tree: PoolTree | None = None
+    version: int = 0
 
 
 class PoolService:
@@ -108,6 +111,7 @@ class PoolService:
         self._shares: dict[str, Share] = {}
         self._figures = PoolFigures(total={}, demands={}, usages={}, shares={})
         self._state_written_at = wall_clock()
+        self._version = 0  # moved by every change of the tree: an update, its pools
 
     @classmethod
     async def load(
@@ -193,7 +197,9 @@ class PoolService:
             return StagedPools(pools=None, puts={}, state_at=None)
         now = self._wall()
         if not changes:
-            return StagedPools(None, {STATE_KEY: to_json(self._tree.state())}, now)
+            return StagedPools(
+                pools=None, puts={STATE_KEY: to_json(self._tree.state())}, state_at=now
+            )
         pools = dict(self._pools)
         for name, config in changes.items():
             if config is None:
@@ -202,17 +208,22 @@ class PoolService:
                 pools[name] = config
         tree = self._tree_of(pools, on_demand(pools, self._on_demand), self._tree.state())
         puts = {CONFIG_KEY: to_json(pools), STATE_KEY: to_json(tree.state())}
-        return StagedPools(pools=pools, puts=puts, state_at=now)
+        return StagedPools(pools, puts, now, tree, self._version)
 
     def confirm(self, staged: StagedPools) -> None:
         """``staged`` is committed: the configuration it wrote is the tree's, carrying on
-        from the state in memory now (an update may have accrued since it was staged:
-        memory is then that update ahead of the store, which a restart credits)."""
+        from the state in memory now. The tree it staged when nothing changed the tree
+        since, else one made again (an update accrued meanwhile: memory is then that
+        update ahead of the store, which a restart credits). O(1), or O(pools)."""
         if staged.pools is not None:
             pools = staged.pools
             kept = on_demand(pools, self._on_demand)
-            self._tree = self._tree_of(pools, kept, self._tree.state())
+            if staged.tree is not None and staged.version == self._version:
+                self._tree = staged.tree
+            else:
+                self._tree = self._tree_of(pools, kept, self._tree.state())
             self._pools, self._on_demand = pools, kept
+            self._version += 1
             self._shares = {
                 n: s for n, s in self._shares.items() if n in pools or n in kept or n == ROOT
             }
@@ -252,6 +263,7 @@ class PoolService:
         left out); usages are what a pool is charged by with ``charge_volume_by_usage``,
         and its ``usage_share``."""
         now = self._wall()
+        self._version += 1
         self._follow_demand(demands or {})
         leaves = set(self._on_demand) | (
             set(self._pools) - {p.get("parent") for p in self._pools.values()}
