@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import coordinator.services.events as events_module
 from coordinator.config import PoolSettings
 from coordinator.keys import DEPLOYMENTS, POOLS, STORE
-from coordinator.services.events import EVENT_PREFIX
+from coordinator.services.events import EVENT_PREFIX, Note
 from coordinator.services.pool_service import CONFIG_KEY, STATE_KEY, PoolService
 from coordinator.store import StoreError, Txn, TxnResult
 from coordinator.store.sqlite import SqliteStore
@@ -262,3 +266,72 @@ async def test_an_update_while_a_pool_write_commits_is_kept(tmp_path: Path) -> N
     assert stored == json.loads(pools.staged({}, state=True).puts[STATE_KEY])  # memory's
     await service.close()
     await store.close()
+
+
+Write = tuple[str, int]  # ("record", how many events) or ("put" / "delete", which pool)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    writes=st.lists(
+        st.tuples(st.sampled_from(["record", "put", "delete"]), st.integers(0, 4)),
+        min_size=1,
+        max_size=14,
+    ),
+    failing=st.lists(st.booleans(), max_size=14),
+    keep=st.integers(1, 6),
+)
+def test_writes_at_once_with_commits_failing_anywhere_keep_memory_the_store(
+    writes: list[Write], failing: list[bool], keep: int
+) -> None:
+    """Events alone and pool writes sent at once to the sequencer, the store failing the
+    commits ``failing`` says (in the order they come): each caller is answered, memory
+    is what the store holds (the event log key by key, the pools as a fresh load reads
+    them), and each write answered well is in it unless a later one undid it."""
+
+    async def run(directory: Path) -> None:
+        store = await SqliteStore.open(directory / "allot.db")
+        service = await load(store)
+        pools = service._context.pools
+        commit, fails = store.commit, iter(failing)
+
+        async def failing_commit(txn: Txn) -> TxnResult:
+            if next(fails, False):
+                raise StoreError("disk full")
+            return await commit(txn)
+
+        store.commit = failing_commit  # type: ignore[method-assign]
+
+        def sent(kind: str, which: int, index: int) -> Awaitable[object]:
+            if kind == "record":
+                notes = [Note("drift", f"write {index}, event {n}") for n in range(which)]
+                return service.record(notes)
+            if kind == "put":
+                return service.put_pool(f"p{which}", {"weight": float(index + 1)})
+            return service.delete_pool(f"p{which}")
+
+        calls = [sent(kind, which, index) for index, (kind, which) in enumerate(writes)]
+        answers = await asyncio.gather(*calls, return_exceptions=True)
+        await service.quiet()
+        store.commit = commit  # type: ignore[method-assign]
+
+        memory = service.events.events()
+        stored = await store.range(EVENT_PREFIX)
+        assert memory == [msgspec.json.decode(entry.value, type=Event) for entry in stored]
+        assert len(memory) <= keep
+        assert [e.sequence for e in memory] == sorted({e.sequence for e in memory})
+        fresh = await PoolService.load(store, PoolSettings())
+        assert dict(pools.configured()) == dict(fresh.configured())
+        for index, ((kind, which), answer) in enumerate(zip(writes, answers, strict=True)):
+            assert not isinstance(answer, BaseException) or isinstance(answer, StoreError)
+            later = [k for k, w in writes[index + 1 :] if k != "record" and w == which]
+            if kind == "put" and not isinstance(answer, BaseException) and not later:
+                assert pools.configured()[f"p{which}"] == {"weight": float(index + 1)}
+            if kind == "delete" and answer is True and not later:
+                assert f"p{which}" not in pools.configured()
+        await service.close()
+        await store.close()
+
+    with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as directory:
+        patch.setattr(events_module, "KEEP", keep)
+        asyncio.run(run(Path(directory)))
