@@ -192,7 +192,8 @@ class PoolService:
         the state of the tree it leaves, taken now from the tree in memory (a config
         change stores the state too, so that a deleted pool's volume is never stored
         beside a configuration without it). Called on the event loop when the batch
-        commits, so nothing changes the tree meanwhile. O(pools)."""
+        commits, after the batch before it was confirmed (its configuration is this
+        one's base, as for ``EventLog.stage``). O(pools)."""
         if not changes and not state:
             return StagedPools(pools=None, puts={}, state_at=None)
         now = self._wall()
