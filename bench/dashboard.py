@@ -40,7 +40,7 @@ from bench.deployments import host  # noqa: E402
 from coordinator.app import make_app  # noqa: E402
 from coordinator.config import CoordinatorConfig, NamespaceToken  # noqa: E402
 from coordinator.deployments.translate import quota_container  # noqa: E402
-from coordinator.keys import DEPLOYMENTS, POOLS, QUOTAS  # noqa: E402
+from coordinator.keys import DEPLOYMENTS, QUOTAS  # noqa: E402
 from coordinator.quotas import Quota, used  # noqa: E402
 from shared.api.deployments import DeploymentSpec, ResourcesSpec  # noqa: E402
 
@@ -75,7 +75,7 @@ async def run(nodes: int, containers: int, runs: int, directory: Path) -> None:
     await service.put_quota(Quota("bench", ["bench"], {"cpu": "100"}, {"cpu": str(containers)}))
     for index in range(10):
         flow = {"guarantee_type": "relaxed", "resource_flow": {"cpu": 10}}
-        await app[POOLS].put(f"pool-{index}", {"integral_guarantees": flow})
+        await service.put_pool(f"pool-{index}", {"integral_guarantees": flow})
     resources = ResourcesSpec(cpu="1", memory="64Mi")
     for index in range(containers // PER_DEPLOYMENT):
         spec = DeploymentSpec(

@@ -178,6 +178,14 @@ class AgentHub:
                 if session is not None:
                     await session.ws.close(code=CLOSE_LEASE_EXPIRED, message=b"lease expired")
 
+    async def _record(self, notes: list[Note]) -> None:
+        """Events of what the hub saw (a node lost, an agent refused), a decision of their
+        own; one that cannot be committed is logged, and what it tells goes on."""
+        try:
+            await self._deployments.record(notes)
+        except Exception as error:
+            log.warning("events not recorded", kinds=",".join(n.kind for n in notes), error=error)
+
     def mark_desired(self, nodes: set[str]) -> None:
         """These nodes' desired state moved (a commit): ``publish_desired`` sends it."""
         self._dirty |= nodes
@@ -406,7 +414,7 @@ class AgentHub:
             log.warning("agent refused", node=node, address=address, code=code, reason=message)
         if node:
             note = Note("refused", f"{code}: {message}", node=node)
-            await self._deployments.events.record([note])
+            await self._record([note])
         await _send_error(ws, code, message)
         await ws.close(code=close, message=code.encode())
 

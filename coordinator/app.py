@@ -57,7 +57,7 @@ from coordinator.services.lease_service import LeaseService
 from coordinator.services.pool_service import PoolService, cluster_total
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import Loaded, NodeRegistry
-from coordinator.store import Store, StoreError
+from coordinator.store import Store
 from coordinator.store.opening import open_store
 from coordinator.ui import add_dashboard
 from coordinator.warm import WarmState
@@ -234,13 +234,9 @@ async def _quotas(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _pools(app: web.Application) -> AsyncIterator[None]:
-    service = await PoolService.load(app[STORE], app[CONFIG].pools)
-    app[POOLS] = service
+    # Its state is stored by the deployments' sequencer, last when they stop.
+    app[POOLS] = await PoolService.load(app[STORE], app[CONFIG].pools)
     yield
-    try:
-        await service.save_state()  # a restart then credits the time since this update
-    except StoreError as error:  # a full disk: the last state saved stands
-        log.warning("pool state not saved on stopping", reason=error)
 
 
 def _deployments(warm: WarmState | None) -> Callable[[web.Application], AsyncIterator[None]]:
@@ -277,6 +273,7 @@ def _deployments(warm: WarmState | None) -> Callable[[web.Application], AsyncIte
         await _stop(releaser)
         if relabelling is not None:
             await relabelling
+        await _save_pool_state(service)
         await service.close()
 
     return deployments
@@ -287,6 +284,15 @@ async def _relabel_after_takeover(service: DeploymentService) -> None:
         await service.relabel()
     except Exception:  # a deposed leader's, say; the next leader relabels again
         log.exception("relabelling the containers after the takeover failed")
+
+
+async def _save_pool_state(service: DeploymentService) -> None:
+    """The pool tree's state, stored on stopping: a restart then credits only the time
+    since this (``PoolService``)."""
+    try:
+        await service.save_pool_state()
+    except Exception as error:  # a full disk, a deposed leader: the last state stored stands
+        log.warning("pool state not saved on stopping", reason=error)
 
 
 async def _release_lost(service: DeploymentService, grace: float) -> None:
@@ -303,17 +309,19 @@ async def _release_lost(service: DeploymentService, grace: float) -> None:
 async def _update_pools(app: web.Application) -> None:
     """The fair-share update every fair_share_update_period, on the ready nodes' total and
     the pools' containers; the unbound containers' CPU weights (and quotas where a limit
-    says so) then follow the shares."""
+    says so) then follow the shares, and the tree's state is stored when due. A failed
+    store write leaves memory ahead of the store and is tried again at the next period
+    (``PoolService``)."""
     service, registry = app[POOLS], app[REGISTRY]
     while True:
         await asyncio.sleep(service.update_period)
         try:
             total = cluster_total(registry.usable())
             deployments = app[DEPLOYMENTS]
-            shares = await service.update(
-                total, deployments.pool_demands(), deployments.pool_usages()
-            )
+            shares = service.update(total, deployments.pool_demands(), deployments.pool_usages())
             await deployments.follow_pool_shares(shares, total["cpu"])
+            if service.state_due():
+                await deployments.save_pool_state()
         except Exception:
             log.exception("pool update failed; retrying at the next period")
 

@@ -16,6 +16,7 @@ succeeds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from coordinator.deployments.records import PendingRecord
 from coordinator.placement import NodeState
@@ -39,6 +40,9 @@ class Decision:
     notes: list[Note] = field(default_factory=list)
     preemptions: list[PreemptionRecord] = field(default_factory=list)
     quotas: dict[str, Quota | None] = field(default_factory=dict)  # None: deleted
+    pools: dict[str, dict[str, Any] | None] = field(default_factory=dict)  # None: deleted
+    # Store the pool tree's state (its volumes), as it is when the batch commits.
+    pool_state: bool = False
     pending: dict[str, PendingRecord] = field(default_factory=dict)
     unpending: set[str] = field(default_factory=set)  # pending ids placed or dropped
     # Set by a decision that may make room without removing anything (a node's capacity
@@ -97,6 +101,8 @@ class Decision:
             notes=list(self.notes),
             preemptions=list(self.preemptions),
             quotas=dict(self.quotas),
+            pools=dict(self.pools),
+            pool_state=self.pool_state,
             pending=dict(self.pending),
             unpending=set(self.unpending),
             capacity_changed=self.capacity_changed,
@@ -116,6 +122,8 @@ class Decision:
             or self.notes
             or self.preemptions
             or self.quotas
+            or self.pools
+            or self.pool_state
             or self.pending
             or self.unpending
             or self.deleted_nodes
@@ -133,6 +141,7 @@ class Decision:
             + len(self.removed_deployments)
             + len(self.cordons)
             + len(self.quotas)
+            + (2 if self.pools else int(self.pool_state))  # the whole config, the state
             + len(self.pending)
             + len(self.unpending)
             + bool(self.preemptions)
@@ -142,11 +151,12 @@ class Decision:
 
     def may_make_room(self) -> bool:
         """Whether pending containers may fit once this is applied: something was removed,
-        a node uncordoned or grown, or a quota written."""
+        a node uncordoned or grown, a quota or a pool (its limits) written."""
         return bool(
             self.removed
             or self.removed_deployments
             or self.quotas
+            or self.pools
             or self.capacity_changed
             or not all(self.cordons.values())
         )

@@ -16,7 +16,7 @@ one decision is small; a batch's is as large as the decisions in it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -27,6 +27,7 @@ from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import PendingRecord
 from coordinator.errors import NotFound, UnusableNode
 from coordinator.placement import NodeState, release
+from coordinator.pools.on_demand import tree_pools
 from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord, HistoryEntry
@@ -239,6 +240,21 @@ class Draft:
             else:
                 quotas[name] = quota
         return [quotas[name] for name in sorted(quotas)]
+
+    def configured_pools(self) -> dict[str, dict[str, Any]]:
+        """The configured pools once this draft is applied. O(pools)."""
+        pools = dict(self.context.pools.configured())
+        for name, config in self.change.pools.items():
+            if config is None:
+                pools.pop(name, None)
+            else:
+                pools[name] = config
+        return pools
+
+    def pools(self) -> dict[str, dict[str, Any]]:
+        """The pools of the tree once this draft is applied: the configured ones, then
+        those created on demand as ``{}`` (``pools.on_demand``). O(pools)."""
+        return tree_pools(self.configured_pools(), self.context.pools.on_demand_names())
 
     def preemptions(self) -> list[PreemptionRecord]:
         return [*self.books.preemptions, *self.change.preemptions]

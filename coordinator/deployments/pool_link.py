@@ -46,7 +46,7 @@ SHARE_CHANGE = 0.05
 def check_pool_use(draft: Draft, namespace: str, pool: str) -> None:
     """``DeployRefused`` unless ``namespace`` may place containers in ``pool``
     (``pools.access``): invalid ``unknown_pool``, forbidden ``pool_forbidden``."""
-    refused = pool_access(draft.context.pools.config()["pools"], namespace, pool)
+    refused = pool_access(draft.pools(), namespace, pool)
     if refused is not None:
         kind: Kind = "invalid" if refused.code == "unknown_pool" else "forbidden"
         details: dict[str, object] = {"namespace": namespace, "pool": pool}
@@ -58,7 +58,7 @@ def check_pool_limits(draft: Draft, pool: str, resources: Normalized, count: int
     of its ancestors within its ``resource_limits`` (over its whole subtree's containers);
     ``DeployRefused`` (forbidden, reason "pool") with the numbers otherwise. A pool not in the
     tree limits nothing. O(depth x subtree) index lookups."""
-    pools = draft.context.pools.config()["pools"]
+    pools = draft.pools()
     share_base = draft.context.share_base
     adding = {
         "cpu": count * resources.cpu_request / resources.share_base,

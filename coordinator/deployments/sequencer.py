@@ -1,4 +1,4 @@
-"""The one way a deployment decision happens: decided in order, committed, then applied.
+"""The one way a decision happens: decided in order, committed, then applied.
 
     outcome = await sequencer.decide(lambda draft: deploy(draft, "team-a", spec))
 
@@ -24,6 +24,15 @@ The naive way, which this replaced: each request changed memory, then awaited it
 commit and put a snapshot of all of memory back when it failed; a second request read
 the first one's uncommitted change, its compare then failed against a revision that lagged
 the commit in flight (a false 409), and the restore wiped or revived the other's writes.
+
+Besides deployments, the decisions on this path are quota writes, pool writes (a pool's
+config, and the pool tree's state stored: ``pool_writes``) and events alone (``record``: a
+refusal, drift put back, a node lost). They share it rather than each having a sequencer
+of its own because deployments read them: a deployment is decided on the pools and quotas
+as the decisions before it in its batch left them, and every event is numbered and its
+log trimmed (``EventLog.stage``) in the order of the commits, one at a time, which keeps
+the event log's memory equal to its store. So there is one order between all of them,
+the queue's, and no order between sequencers to keep.
 
 Deciding the next batch does not overlap the commit of this one: a batch decided on top of
 one whose commit then fails would have to be undone too. Batches grow with the load, so a
@@ -178,7 +187,8 @@ class Sequencer:
             await asyncio.shield(self._runner)
 
     async def record(self, notes: list[Note]) -> None:
-        """Events of something that changes nothing else (a drift report)."""
+        """Events of something that changes nothing else (a refusal, a drift report, a
+        node lost), committed with the batch they fall in."""
         if notes:
             await self.decide(lambda draft: draft.change.notes.extend(notes))
 
@@ -294,6 +304,8 @@ class Sequencer:
             puts[PREEMPTIONS_KEY] = to_json(preemptions)
         puts |= {QUOTA_PREFIX + n: to_json(q) for n, q in batch.quotas.items() if q is not None}
         deletes += [QUOTA_PREFIX + n for n, q in batch.quotas.items() if q is None]
+        pools = self._context.pools.staged(batch.pools, state=batch.pool_state)
+        puts |= pools.puts
         staged = self._events.stage(batch.notes)
         puts |= staged.puts
         txn = Txn(compares=compares, puts=puts, deletes=(*deletes, *staged.deletes))
@@ -307,6 +319,7 @@ class Sequencer:
                 {"nodes": sorted({*batch.nodes, *batch.deleted_nodes, *batch.records})},
             )
         self._context.quotas.apply(batch.quotas)
+        self._context.pools.confirm(pools)
         if batch.records or batch.deleted_nodes:
             registry.apply(
                 batch.records,

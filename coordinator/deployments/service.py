@@ -15,9 +15,10 @@ The service is a thin shell over ``coordinator/deployments/``:
   ``lifecycle`` (realloc, delete, lost nodes), ``stopping`` (allocations let go once
   an agent reports a container gone), ``swaps``, ``node_admin`` (SetNode,
   cordon, drain, hardware changes), ``registration`` (node records: hellos, problems,
-  lost leases), ``pool_link`` (pool limits and CPU shares),
-  ``quota_writes`` (quotas written by an administrator) and ``labels`` (quota labels,
-  settled after every decision).
+  lost leases), ``pool_link`` (pool limits and CPU shares), ``quota_writes`` and
+  ``pool_writes`` (quotas and pools written by an administrator, the pool tree's state
+  stored) and ``labels`` (quota labels, settled after every decision); events alone
+  (``record``) go the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from coordinator.deployments import (
     node_admin,
     placing,
     pool_link,
+    pool_writes,
     quota_writes,
     registration,
     stopping,
@@ -64,7 +66,7 @@ from coordinator.pools.tree import Share
 from coordinator.quotas import Quota
 from coordinator.services.events import EventLog, Note
 from coordinator.services.nodes import on_problems
-from coordinator.services.pool_service import PoolService
+from coordinator.services.pool_service import PoolService, PoolView
 from coordinator.services.pressure import PressureBook
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
@@ -506,6 +508,23 @@ class DeploymentService:
 
     async def delete_quota(self, kind: str, name: str) -> bool:
         return await self._sequencer.decide(lambda d: quota_writes.delete_quota(d, kind, name))
+
+    async def put_pool(self, name: str, config: dict[str, Any]) -> PoolView:
+        """Create or replace pool ``name``; ``PoolConfigError`` (nothing changed) when the
+        configuration it leaves breaks a rule. The pool as it is once committed (as
+        written, with no share yet, when a decision after it has deleted it already)."""
+        await self._sequencer.decide(lambda d: pool_writes.put_pool(d, name, config))
+        pools = self._context.pools
+        return pools.view(name) or PoolView(name=name, config=config, share=None, introspection={})
+
+    async def delete_pool(self, name: str) -> bool:
+        """Remove pool ``name``; False when there is none."""
+        return await self._sequencer.decide(lambda d: pool_writes.delete_pool(d, name))
+
+    async def save_pool_state(self) -> None:
+        """Store the pool tree's state (its volumes): due every ``STATE_WRITE_SECONDS``
+        (``PoolService.state_due``) and on shutdown."""
+        await self._sequencer.decide(pool_writes.save_pool_state)
 
     async def relabel(self) -> None:
         """Every container's quota label, at start (labels follow the quotas committed

@@ -9,7 +9,8 @@
 
 PUT and DELETE need an admin token (403 ``forbidden`` otherwise); every valid token may
 read and simulate. A config that breaks a rule is 422 with the rule as the error code and
-the pool named; nothing changes.
+the pool named; nothing changes. PUT and DELETE are decisions on the deployments'
+sequencer (``deployments.pool_writes``), in order with the deployments into those pools.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ async def put_pool(request: web.Request) -> web.Response:
         raise ApiError(f"{ROOT} is implicit: its settings are [pools] in the config file")
     pool: dict[str, Any] = await read_body(request, _decode_object, "pool")
     try:
-        view = await request.app[POOLS].put(name, pool)
+        view = await request.app[DEPLOYMENTS].put_pool(name, pool)
     except PoolError as error:
         raise _refused(error) from error
     return json_response(view)
@@ -78,7 +79,7 @@ async def delete_pool(request: web.Request) -> web.Response:
     require_admin(request, "deleting pools")
     name = request.match_info["name"]
     try:
-        deleted = await request.app[POOLS].delete(name)
+        deleted = await request.app[DEPLOYMENTS].delete_pool(name)
     except PoolError as error:  # e.g. it still has child pools
         raise _refused(error) from error
     if not deleted:

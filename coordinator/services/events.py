@@ -5,15 +5,20 @@ leaving CPU pressure (pressure, relieved). Each has a reason and is logged.
     events = await EventLog.load(store, clock=time.time)
     staged = events.stage([Note("placed", "on node-a", container="team-a-web-1f2e")])
     ... commit staged.puts / staged.deletes with the decision, then:
-    events.confirm(staged)                       # or record(notes) for an event alone
+    events.confirm(staged)
     events.events(namespace="team-a", kind="refused", since=0)
 
 Events are stored at ``/events/<sequence>`` in the same transaction as the decision they
-describe, so an event exists exactly when its decision does; a refusal, which commits
-nothing else, is stored alone.
+describe, so an event exists exactly when its decision does. Only the deployments'
+sequencer stages and confirms them, one commit at a time: events of something that
+commits nothing else (a refusal, drift put back, a node lost) are a decision of their
+own there (``Sequencer.record``), batched and fenced like any other.
 
 Invariant: the log is bounded. After every confirmed decision, memory and the store hold
-the same events: the newest ``KEEP``, in sequence order. Older ones are deleted in the
+the same events: the newest ``KEEP``, in sequence order. It holds because no stage is
+made while another is committing (each stage's ``deletes`` are counted on the log as
+the one before it left it); a stage whose commit fails is never confirmed, and only
+leaves a gap in the sequence. Older ones are deleted in the
 transaction that pushes them out. One decision may bring more than ``KEEP`` (a
 10,000-container deployment, a status frame with 20,000 drifting containers): each of its
 events is numbered and logged, and only its newest ``KEEP`` are stored, replacing the
@@ -29,7 +34,7 @@ from itertools import islice
 
 import msgspec
 
-from coordinator.store import Store, Txn
+from coordinator.store import Store
 from shared.api.events import Event
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
@@ -72,8 +77,7 @@ class Staged:
 
 
 class EventLog:
-    def __init__(self, store: Store, events: list[Event], *, clock: Callable[[], float]) -> None:
-        self._store = store
+    def __init__(self, events: list[Event], *, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._events: deque[Event] = deque(events, maxlen=KEEP)
         self._next = events[-1].sequence + 1 if events else 1
@@ -81,7 +85,7 @@ class EventLog:
     @classmethod
     async def load(cls, store: Store, *, clock: Callable[[], float]) -> EventLog:
         stored = [_decode_event.decode(e.value) for e in await store.range(EVENT_PREFIX)]
-        return cls(store, stored[-KEEP:], clock=clock)
+        return cls(stored[-KEEP:], clock=clock)
 
     def stage(self, notes: list[Note]) -> Staged:
         """Number ``notes`` (consecutive sequences from the next one) and time them; the
@@ -124,12 +128,6 @@ class EventLog:
         for event in staged.events:
             log.info(f"event {event.kind}", **_subject(event), reason=event.reason)
         self._events.extend(staged.events)
-
-    async def record(self, notes: list[Note]) -> None:
-        """Events of decisions that commit nothing else (a refusal, a drift report)."""
-        staged = self.stage(notes)
-        await self._store.commit(Txn(puts=staged.puts, deletes=staged.deletes))
-        self.confirm(staged)
 
     def events(self, *, since: int = 0, **match: str) -> list[Event]:
         """Events after sequence ``since`` whose fields equal every given ``match``."""

@@ -1,17 +1,32 @@
-"""The pool tree in the coordinator: pools written through the API, the fair-share update
-run every ``fair_share_update_period``, and the volumes persisted.
+"""The pool tree in the coordinator: the pools as committed, the fair-share update run
+every ``fair_share_update_period``, and what to store of them.
 
 Store keys:
     /pools/config   {pool name: pool config} (the tree's settings come from [pools])
     /pools/state    what ``PoolTree.state()`` returns: volumes, last shares, updated_at
 
-The state is written at least every ``STATE_WRITE_SECONDS`` and on shutdown, so a restart
-loses at most that much accrual; the first update after a restart credits the whole gap
-since ``updated_at`` (up to one saturation period), as the agents kept the last quotas.
+Every write is a decision on the deployments' sequencer (``deployments.pool_writes``), as
+quotas are: a pool put or delete is checked on the configuration the decisions before it
+left (``check``), its writes made when its batch commits (``staged``: the whole
+configuration and the state of the tree it leaves) and applied only once committed
+(``confirm``). A failed commit changes nothing here. Deployments are decided on the
+configuration as the same batch leaves it, so a deployment into a pool created just
+before sees it, and one after a delete does not.
 
-A pool's demand comes from its containers; until deployments exist every demand is 0,
-so the update only accrues the integral pools' volumes. A pool that holds containers but
-is not configured (a namespace's own) joins the tree on demand, top level with weight 1
+The fair-share update (``update``) changes the volumes in memory only: it is time
+passing, not a decision, and the agents apply its shares whether or not a store write
+follows. The state is a checkpoint of it, stored at least every ``STATE_WRITE_SECONDS``
+(``state_due``) and on shutdown, by a decision (``DeploymentService.save_pool_state``)
+whose state is taken when its batch commits, so it is always the state of the
+configuration committed with or before it. Memory thus runs ahead of the stored state by
+design, by at most that period plus a failed write's retry: a failed state write leaves
+memory as it is and the last stored checkpoint standing, and the next update tries
+again. A restart loses no accrual either way: its first update credits the whole gap
+since the stored ``updated_at`` (up to one saturation period), as the agents kept the
+last quotas.
+
+A pool's demand comes from its containers. A pool that holds containers but is not
+configured (a namespace's own) joins the tree on demand, top level with weight 1
 (``coordinator.pools.on_demand``), until its last container goes; it is listed and shown
 like the others, with ``{}`` for its config, and is never stored.
 """
@@ -20,6 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -27,7 +43,7 @@ import msgspec
 from coordinator.config import PoolSettings
 from coordinator.pools import ROOT, PoolTree, Share
 from coordinator.pools.on_demand import on_demand, tree_pools
-from coordinator.store import Store, Txn
+from coordinator.store import Store
 from shared.api.nodes import NodeHealth, NodePressure, NodeRecord
 from shared.codec import json_decoder, to_json
 from shared.logs import get_logger
@@ -62,25 +78,40 @@ class PoolFigures(msgspec.Struct, frozen=True, kw_only=True):
     shares: dict[str, Share]
 
 
+@dataclass(frozen=True)
+class StagedPools:
+    """A batch's pool writes, made when it commits: ``pools`` the whole configuration it
+    leaves (None: unchanged), ``puts`` what to store, ``state_at`` when the stored state
+    was taken (None: no state stored); ``tree`` the tree of ``pools`` as it was staged,
+    at the service's ``version``."""
+
+    pools: dict[str, dict[str, Any]] | None
+    puts: dict[str, bytes]
+    state_at: float | None
+    tree: PoolTree | None = None
+    version: int = 0
+
+
 class PoolService:
     def __init__(
         self,
-        store: Store,
         settings: PoolSettings,
         pools: Mapping[str, dict[str, Any]],
         tree: PoolTree,
         *,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store = store
         self._settings = msgspec.structs.asdict(settings)
-        self._pools = dict(pools)  # as configured: what the store holds
+        # As configured: what the store holds. Replaced whole, never changed in place, so
+        # the deciding thread may read it (``configured``).
+        self._pools = dict(pools)
         self._on_demand: list[str] = []  # in the tree too, while they hold containers
         self._tree = tree
         self._wall = wall_clock
         self._shares: dict[str, Share] = {}
         self._figures = PoolFigures(total={}, demands={}, usages={}, shares={})
         self._state_written_at = wall_clock()
+        self._version = 0  # moved by every change of the tree: an update, its pools
 
     @classmethod
     async def load(
@@ -96,7 +127,7 @@ class PoolService:
             pools=len(pools),
             updated_at=None if state is None else state.get("updated_at"),
         )
-        return cls(store, settings, pools, tree, wall_clock=wall_clock)
+        return cls(settings, pools, tree, wall_clock=wall_clock)
 
     @property
     def update_period(self) -> float:
@@ -141,34 +172,64 @@ class PoolService:
             introspection=self._tree.introspect(name),
         )
 
-    async def put(self, name: str, pool: dict[str, Any]) -> PoolView:
-        """Create or replace pool ``name``; ``PoolConfigError`` (nothing changed) when the
-        tree it makes breaks a rule. Volumes carry over (spec 5.2)."""
-        await self._replace({**self._pools, name: pool})
-        view = self.view(name)
-        assert view is not None
-        return view
+    def configured(self) -> Mapping[str, dict[str, Any]]:
+        """The configured pools as committed (to read, not to change)."""
+        return self._pools
 
-    async def delete(self, name: str) -> bool:
-        if name not in self._pools:
-            return False
-        await self._replace({n: p for n, p in self._pools.items() if n != name})
-        return True
+    def on_demand_names(self) -> list[str]:
+        """The pools in the tree only while they hold containers, by name."""
+        return self._on_demand
 
-    async def _replace(self, pools: dict[str, dict[str, Any]]) -> None:
-        state = self._tree.state()
-        # The configuration alone must make a valid tree: no pool may sit below one that
-        # exists only on demand.
-        PoolTree.from_config({"settings": self._settings, "pools": pools}, state)
-        kept = on_demand(pools, self._on_demand)
-        tree = self._tree_of(pools, kept, state)
-        await self._store.commit(
-            Txn(puts={CONFIG_KEY: to_json(pools), STATE_KEY: to_json(tree.state())})
-        )
-        self._pools, self._on_demand, self._tree = pools, kept, tree
-        self._shares = {
-            n: s for n, s in self._shares.items() if n in pools or n in kept or n == ROOT
-        }
+    def check(self, pools: Mapping[str, dict[str, Any]]) -> None:
+        """``PoolConfigError`` unless ``pools``, the whole configuration, makes a valid tree
+        alone: no pool may sit below one that exists only on demand. Reads only the
+        settings, so a decider may call it off the event loop."""
+        PoolTree.from_config({"settings": self._settings, "pools": dict(pools)})
+
+    def staged(self, changes: Mapping[str, dict[str, Any] | None], *, state: bool) -> StagedPools:
+        """The writes of a batch that makes ``changes`` (pool -> its config, None once
+        deleted) and, with ``state``, stores the tree's state: the whole configuration and
+        the state of the tree it leaves, taken now from the tree in memory (a config
+        change stores the state too, so that a deleted pool's volume is never stored
+        beside a configuration without it). Called on the event loop when the batch
+        commits, after the batch before it was confirmed (its configuration is this
+        one's base, as for ``EventLog.stage``). O(pools)."""
+        if not changes and not state:
+            return StagedPools(pools=None, puts={}, state_at=None)
+        now = self._wall()
+        if not changes:
+            return StagedPools(
+                pools=None, puts={STATE_KEY: to_json(self._tree.state())}, state_at=now
+            )
+        pools = dict(self._pools)
+        for name, config in changes.items():
+            if config is None:
+                pools.pop(name, None)
+            else:
+                pools[name] = config
+        tree = self._tree_of(pools, on_demand(pools, self._on_demand), self._tree.state())
+        puts = {CONFIG_KEY: to_json(pools), STATE_KEY: to_json(tree.state())}
+        return StagedPools(pools, puts, now, tree, self._version)
+
+    def confirm(self, staged: StagedPools) -> None:
+        """``staged`` is committed: the configuration it wrote is the tree's, carrying on
+        from the state in memory now. The tree it staged when nothing changed the tree
+        since, else one made again (an update accrued meanwhile: memory is then that
+        update ahead of the store, which a restart credits). O(1), or O(pools)."""
+        if staged.pools is not None:
+            pools = staged.pools
+            kept = on_demand(pools, self._on_demand)
+            if staged.tree is not None and staged.version == self._version:
+                self._tree = staged.tree
+            else:
+                self._tree = self._tree_of(pools, kept, self._tree.state())
+            self._pools, self._on_demand = pools, kept
+            self._version += 1
+            self._shares = {
+                n: s for n, s in self._shares.items() if n in pools or n in kept or n == ROOT
+            }
+        if staged.state_at is not None:
+            self._state_written_at = staged.state_at
 
     def _tree_of(
         self, pools: Mapping[str, dict[str, Any]], added: list[str], state: Mapping[str, Any]
@@ -190,18 +251,20 @@ class PoolService:
             log.info("pool on demand removed", pool=pool, reason="no containers")
         self._on_demand = wanted
 
-    async def update(
+    def update(
         self,
         total: Mapping[str, float],
         demands: Mapping[str, Mapping[str, float]] | None = None,
         usages: Mapping[str, Mapping[str, float]] | None = None,
     ) -> dict[str, Share]:
-        """One fair-share update at the wall clock's now; persists the state when due.
+        """One fair-share update at the wall clock's now, in memory (``state_due`` says
+        when to store its state).
         ``demands`` / ``usages``: leaf pool -> what its containers ask for / use (a pool
         not configured joins the tree on demand, a configured pool that is not a leaf is
         left out); usages are what a pool is charged by with ``charge_volume_by_usage``,
         and its ``usage_share``."""
         now = self._wall()
+        self._version += 1
         self._follow_demand(demands or {})
         leaves = set(self._on_demand) | (
             set(self._pools) - {p.get("parent") for p in self._pools.values()}
@@ -224,13 +287,11 @@ class PoolService:
         )
         for alert in self._tree.alerts:
             log.warning("pool guarantees exceed the cluster", alert=alert)
-        if now - self._state_written_at >= STATE_WRITE_SECONDS:
-            await self.save_state()
         return self._shares
 
-    async def save_state(self) -> None:
-        await self._store.commit(Txn(puts={STATE_KEY: to_json(self._tree.state())}))
-        self._state_written_at = self._wall()
+    def state_due(self) -> bool:
+        """Whether the state was last stored ``STATE_WRITE_SECONDS`` ago or more."""
+        return self._wall() - self._state_written_at >= STATE_WRITE_SECONDS
 
 
 def cluster_total(nodes: Sequence[NodeRecord]) -> dict[str, float]:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import coordinator.services.events as events_module
 from coordinator.services.events import EVENT_PREFIX, KEEP, EventLog, Note, event_key
-from coordinator.store import Entry, Txn, TxnResult
+from coordinator.store import Entry, Store, Txn, TxnResult
 from coordinator.store.sqlite import SqliteStore
 from shared.api.events import Event
 from shared.codec import to_json
@@ -22,6 +22,13 @@ from shared.codec import to_json
 
 def at(value: float = 100.0) -> float:
     return value
+
+
+async def committed(store: Store, log: EventLog, notes: list[Note]) -> None:
+    """Stage, commit and confirm ``notes`` as a decision of their own."""
+    staged = log.stage(notes)
+    await store.commit(Txn(puts=staged.puts, deletes=staged.deletes))
+    log.confirm(staged)
 
 
 async def test_events_are_numbered_stored_filtered_and_loaded_again(tmp_path: Path) -> None:
@@ -32,7 +39,7 @@ async def test_events_are_numbered_stored_filtered_and_loaded_again(tmp_path: Pa
     )
     await store.commit(Txn(puts=staged.puts, deletes=staged.deletes))
     log.confirm(staged)
-    await log.record([Note("lost", "no heartbeat for 15s", node="n1")])
+    await committed(store, log, [Note("lost", "no heartbeat for 15s", node="n1")])
     assert [e.sequence for e in log.events()] == [1, 2, 3]
     assert [e.kind for e in log.events(since=1)] == ["refused", "lost"]
     assert [e.container for e in log.events(namespace="a")] == ["c1"]
@@ -45,7 +52,7 @@ async def test_events_are_numbered_stored_filtered_and_loaded_again(tmp_path: Pa
 async def test_the_oldest_events_are_deleted_once_the_log_is_full(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path / "allot.db")
     full = [Event(sequence=i, at=1.0, kind="placed", reason="r") for i in range(1, KEEP + 1)]
-    log = EventLog(store, full, clock=at)
+    log = EventLog(full, clock=at)
     staged = log.stage([Note("deleted", "a"), Note("deleted", "b")])
     assert staged.deletes == (event_key(1), event_key(2))
     log.confirm(staged)
@@ -57,7 +64,8 @@ async def test_the_oldest_events_are_deleted_once_the_log_is_full(tmp_path: Path
 async def test_an_event_can_carry_the_time_it_happened(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path / "allot.db")
     log = await EventLog.load(store, clock=at)
-    await log.record([Note("drift", "corrected: cpu_shares 2 -> 717", at=42.5), Note("lost", "x")])
+    notes = [Note("drift", "corrected: cpu_shares 2 -> 717", at=42.5), Note("lost", "x")]
+    await committed(store, log, notes)
     assert [(e.kind, e.at) for e in log.events()] == [("drift", 42.5), ("lost", 100.0)]
     again = await EventLog.load(store, clock=at)
     assert again.events() == log.events()
@@ -156,7 +164,7 @@ def test_memory_and_store_hold_the_same_newest_events(
 
 def test_an_event_carries_every_field_of_its_note() -> None:
     note = Note("placed", "on n1", "ns", "web", "web-1", "n1", at=7.5)
-    (event,) = EventLog(DictStore(), [], clock=at).stage([note]).events
+    (event,) = EventLog([], clock=at).stage([note]).events
     assert {f.name: getattr(event, f.name) for f in dataclasses.fields(Note)} == (
         dataclasses.asdict(note)
     )

@@ -39,20 +39,22 @@ LEASE_SECONDS = 2.0  # a node whose agent goes quiet is lost after this (a loade
 
 
 @contextlib.asynccontextmanager
-async def coordinator_on(engine: Engine, data_dir: Path) -> AsyncIterator[Coordinator]:
+async def coordinator_on(
+    engine: Engine, data_dir: Path, **overrides: Any
+) -> AsyncIterator[Coordinator]:
     """A coordinator on ``engine``'s store whose lost nodes keep their containers (the
-    grace outlasts the test), so that only a deletion releases them."""
+    grace outlasts the test), so that only a deletion releases them; with ``overrides``
+    of its settings."""
     store: dict[str, Any] = {}
     if engine.etcd is not None:
         store = {"store": "etcd", "etcd_endpoints": list(engine.etcd.endpoints)}
         store["etcd_prefix"] = engine.etcd.prefix
-    config = config_for(
-        data_dir,
-        lease_seconds=LEASE_SECONDS,
-        heartbeat_seconds=0.2,
-        lost_node_grace_seconds=3600.0,
-        **store,
-    )
+    settings: dict[str, Any] = {
+        "lease_seconds": LEASE_SECONDS,
+        "heartbeat_seconds": 0.2,
+        "lost_node_grace_seconds": 3600.0,
+    }
+    config = config_for(data_dir, **(settings | store | overrides))
     runner, url = await start(config)
     try:
         async with aiohttp.ClientSession() as http:

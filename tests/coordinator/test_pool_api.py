@@ -11,6 +11,7 @@ import pytest
 from coordinator.config import PoolSettings
 from coordinator.pools import PoolConfigError
 from coordinator.services.pool_service import CONFIG_KEY, PoolService
+from coordinator.store import Store, Txn
 from coordinator.store.sqlite import SqliteStore
 from tests.coordinator.conftest import API_TOKEN, Coordinator
 
@@ -137,25 +138,40 @@ async def test_simulate_refuses_a_bad_timeline(coordinator: Coordinator) -> None
     assert answer["error"]["code"] == "invalid_request"
 
 
+async def committed(
+    service: PoolService,
+    store: Store,
+    changes: dict[str, dict[str, Any] | None] | None = None,
+    *,
+    state: bool = False,
+) -> None:
+    """What the sequencer does with a batch's pool writes: staged, committed, confirmed."""
+    staged = service.staged(changes or {}, state=state)
+    await store.commit(Txn(puts=staged.puts))
+    service.confirm(staged)
+
+
 async def test_volumes_survive_a_restart_and_the_gap_is_credited(tmp_path: Path) -> None:
     clock = [1_000_000.0]
     settings = PoolSettings(fair_share_update_period=1.0)
     store = await SqliteStore.open(tmp_path / "allot.db")
     service = await PoolService.load(store, settings, wall_clock=lambda: clock[0])
-    await service.put("research", RELAXED)
+    await committed(service, store, {"research": RELAXED})
     total = {"cpu": 10000.0, "memory": 2.0**40}
-    await service.update(total)  # the first update: no previous time, no volume yet
+    service.update(total)  # the first update: no previous time, no volume yet
     clock[0] += 100
-    await service.update(total)
+    service.update(total)
     volume = service.view("research").introspection["accumulated_resource_ratio_volume"]  # type: ignore[union-attr]
     assert volume == pytest.approx(0.1 * 100)  # flow 1000 of 10000 cores for 100 s
-    await service.save_state()
+    assert service.state_due()  # stored with the config, 100 s ago
+    await committed(service, store, state=True)
+    assert not service.state_due()
     await store.close()
 
     clock[0] += 50  # the coordinator was down for 50 s
     store = await SqliteStore.open(tmp_path / "allot.db")
     restarted = await PoolService.load(store, settings, wall_clock=lambda: clock[0])
-    await restarted.update(total)
+    restarted.update(total)
     after = restarted.view("research").introspection["accumulated_resource_ratio_volume"]  # type: ignore[union-attr]
     assert after == pytest.approx(0.1 * 150)  # the outage is credited
     await store.close()
@@ -166,9 +182,9 @@ async def test_a_pool_with_containers_and_no_configuration_joins_the_tree_on_dem
 ) -> None:
     store = await SqliteStore.open(tmp_path / "allot.db")
     service = await PoolService.load(store, PoolSettings())
-    await service.put("prod", {"weight": 2.0})
+    await committed(service, store, {"prod": {"weight": 2.0}})
     total = {"cpu": 3.0, "memory": 2.0**40}
-    shares = await service.update(total, {"prod": {"cpu": 3.0}, "team-c": {"cpu": 3.0}})
+    shares = service.update(total, {"prod": {"cpu": 3.0}, "team-c": {"cpu": 3.0}})
     # team-c is top level with weight 1: a third of the cluster against prod's weight 2
     assert shares["team-c"].total == pytest.approx(1 / 3)
     assert service.names() == ["prod", "team-c"]
@@ -177,19 +193,18 @@ async def test_a_pool_with_containers_and_no_configuration_joins_the_tree_on_dem
     assert shown.config == {}
     assert service.config()["pools"]["team-c"] == {}
 
-    # nothing may sit below a pool that exists only on demand; nothing changes
+    # nothing may sit below a pool that exists only on demand
     with pytest.raises(PoolConfigError) as refused:
-        await service.put("batch", {"parent": "team-c"})
+        service.check({**service.configured(), "batch": {"parent": "team-c"}})
     assert refused.value.code == "unknown_parent"
-    assert service.names() == ["prod", "team-c"]
 
     # written, it is configured (and stored); its last container gone, an on-demand pool goes
-    await service.put("team-c", {"weight": 3.0})
-    await service.update(total, {"prod": {"cpu": 3.0}, "team-d": {"cpu": 1.0}})
+    await committed(service, store, {"team-c": {"weight": 3.0}})
+    service.update(total, {"prod": {"cpu": 3.0}, "team-d": {"cpu": 1.0}})
     assert service.names() == ["prod", "team-c", "team-d"]
     (stored,) = [entry.value for entry in await store.range("/pools/") if entry.key == CONFIG_KEY]
     assert sorted(json.loads(stored)) == ["prod", "team-c"]  # pools on demand are not stored
-    await service.update(total, {"prod": {"cpu": 3.0}})
+    service.update(total, {"prod": {"cpu": 3.0}})
     assert service.names() == ["prod", "team-c"]
     assert service.view("team-d") is None
     await store.close()

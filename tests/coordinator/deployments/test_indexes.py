@@ -108,14 +108,18 @@ def spec(name: str, count: int, cpu_bind: bool) -> DeploymentSpec:
     )
 
 
-async def load(store: Store, clock: list[float] | None = None) -> DeploymentService:
-    """The service over ``store``; its node leases run on ``clock[0]`` (seconds)."""
+async def load(
+    store: Store, clock: list[float] | None = None, *, pools: PoolService | None = None
+) -> DeploymentService:
+    """The service over ``store`` (and ``pools``, else the pools it holds); its node
+    leases run on ``clock[0]`` (seconds)."""
     ticks = clock or [0.0]
     registry = await NodeRegistry.load(
         store, lease_seconds=LEASE_SECONDS, monotonic=lambda: ticks[0]
     )
     quotas = await QuotaService.load(store, share_base=100, settings=QuotaSettings())
-    pools = await PoolService.load(store, PoolSettings())
+    if pools is None:
+        pools = await PoolService.load(store, PoolSettings())
     return await DeploymentService.load(store, registry, quotas, pools, share_base=100)
 
 

@@ -58,7 +58,7 @@ async def test_a_pools_cpu_limit_becomes_its_containers_quota(tmp_path: Path) ->
     registry = service._context.registry
     assert isinstance(registry, NodeRegistry)
     await service.hello("n0", inventory=make_inventory(), address="a", agent_version="t")
-    await service._context.pools.put("team-a", {"resource_limits": {"cpu": 0.6}})
+    await service.put_pool("team-a", {"resource_limits": {"cpu": 0.6}})
     bursty = ResourcesSpec(cpu="0.25", cpu_limit="1", memory="16Mi")
     await service.deploy("team-a", msgspec.structs.replace(UNBOUND, resources=bursty))
     await service.follow_pool_shares({"team-a": share(0.5)}, TOTAL_CPU)
