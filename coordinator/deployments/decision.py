@@ -11,11 +11,20 @@ A decision never holds a container both changed and removed: ``remove`` drops a 
 the same container, and ``Draft.put_container`` a removal. A batch is one Decision too:
 each decider writes into a ``copy`` of the batch so far, which becomes the batch when it
 succeeds.
+
+A batch decided while the one before it commits is written into a copy of that one;
+``since`` gives back its own writes, which are what it changes once the one before is
+applied:
+
+    following = in_flight.copy()               # deciders write on top of it
+    ...
+    own = following.since(in_flight)           # committed after in_flight, on its revisions
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from coordinator.deployments.records import PendingRecord
 from coordinator.placement import NodeState
@@ -23,6 +32,9 @@ from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass
@@ -90,6 +102,30 @@ class Decision:
             deleted_nodes=set(self.deleted_nodes),
         )
 
+    def since(self, base: Decision) -> Decision:
+        """The writes of this decision that ``base`` does not hold, this one having been
+        made by writing into ``base.copy()``: applying ``base`` and then these leaves what
+        applying this one alone would. Writes are told apart by identity (a decision only
+        adds, replaces or removes entries, never changes one in place); one that undoes
+        a write of ``base`` is kept by its counterpart (a container removed is in
+        ``removed``, a pending one placed in ``unpending``). ``capacity_changed`` is kept
+        as this one has it: at worst one scheduler pass more. O(size)."""
+        return Decision(
+            nodes=_newer(self.nodes, base.nodes),
+            containers=_newer(self.containers, base.containers),
+            removed=_newer(self.removed, base.removed),
+            deployments=_newer(self.deployments, base.deployments),
+            removed_deployments=self.removed_deployments - base.removed_deployments,
+            cordons=_newer(self.cordons, base.cordons),
+            notes=self.notes[len(base.notes) :],
+            preemptions=self.preemptions[len(base.preemptions) :],
+            quotas=_newer(self.quotas, base.quotas),
+            pending=_newer(self.pending, base.pending),
+            unpending=self.unpending - base.unpending,
+            capacity_changed=self.capacity_changed,
+            deleted_nodes=self.deleted_nodes - base.deleted_nodes,
+        )
+
     def is_empty(self) -> bool:
         return not (
             self.nodes
@@ -139,3 +175,9 @@ class Decision:
         nodes = set(self.nodes) | set(self.removed.values())
         nodes.update(record.node for record in self.containers.values())
         return nodes
+
+
+def _newer(mine: dict[K, V], base: dict[K, V]) -> dict[K, V]:
+    """The entries of ``mine`` that are not ``base``'s very own."""
+    missing = object()
+    return {key: value for key, value in mine.items() if base.get(key, missing) is not value}
