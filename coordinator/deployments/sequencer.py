@@ -158,6 +158,7 @@ class Sequencer:
         self._events = events
         self._settle = settle  # run on each draft after its decider (quota labels)
         self._queue = DecisionQueue[Job]()
+        self._arrived = asyncio.Event()  # set when a decision is queued
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="allot-decide")
         self._runner: asyncio.Task[None] | None = None
         self._publishers: list[Publisher] = []
@@ -194,6 +195,7 @@ class Sequencer:
             self._quorum.check()
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._queue.push(Job(decider, future, preview), urgency)
+        self._arrived.set()
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run())
         return await future
@@ -220,7 +222,7 @@ class Sequencer:
         ahead: Decided | None = None  # decided, not yet committed
         while True:
             if ahead is None:
-                ahead = await self._decided(Decision(), until=None)
+                ahead = await self._decided(Decision())
                 if ahead is None:
                     return
             if ahead.batch.is_empty():
@@ -237,11 +239,9 @@ class Sequencer:
         memory is unchanged, and the next batch's deciders go back to the queue, in
         their places, to be decided again on the books as they are."""
         committing = asyncio.ensure_future(self._write(current.batch))
-        done = threading.Event()
-        committing.add_done_callback(lambda _: done.set())
         following: Decided | None = None
         try:
-            following = await self._decided(current.batch, until=done)
+            following = await self._decided(current.batch, committing)
             written = await committing
         except Exception as error:
             _fail(current.answers, error)
@@ -258,23 +258,31 @@ class Sequencer:
             return None
         return Decided(following.batch.since(current.batch), following.answers, following.taken)
 
-    async def _decided(self, base: Decision, until: threading.Event | None) -> Decided | None:
-        """The next batch, decided on the books and ``base`` (None when nothing is
-        queued). Without ``until``: what the queue holds now, up to the batch's bounds.
-        With it: taken from the queue for as long as it is not set (a commit in flight),
-        the decider under way when it is finished first."""
-        if not self._queue:
-            return None
+    async def _decided(
+        self, base: Decision, committing: asyncio.Future[Any] | None = None
+    ) -> Decided | None:
+        """The next batch, decided on the books and ``base``; None when it took nothing.
+        Without ``committing``: what the queue holds now, up to the batch's bounds.
+        With it (``base``'s commit): what comes for as long as that commit is in
+        flight, the decider under way when it returns finished first."""
+        done = threading.Event()  # the deciding thread's view of ``committing``
+        if committing is not None:
+            committing.add_done_callback(lambda _: done.set())
         decided = Decided(base.copy())
         context = self._context.frozen()
         loop = asyncio.get_running_loop()
         room = MOST_PER_BATCH
-        while self._queue and room > 0 and not (until is not None and until.is_set()):
+        while room > 0 and not done.is_set():
+            if not self._queue:
+                if committing is None:
+                    break
+                await self._arrival_or(committing)
+                continue
             queued = self._queue.take(room)
             started = time.perf_counter()
             try:
                 batch, answers, later = await loop.run_in_executor(
-                    self._thread, self._decide, queued, context, decided.batch, base, until
+                    self._thread, self._decide, queued, context, decided.batch, base, done
                 )
             except BaseException as error:  # every caller hears of it; none waits for ever
                 _fail([*decided.answers, *((e.item.future, None, None) for e in queued)], error)
@@ -287,9 +295,16 @@ class Sequencer:
             decided.answers += answers
             decided.taken += queued[: len(queued) - len(later)]
             room -= len(queued)
-            if later or until is None:
+            if later or committing is None:
                 break
-        return decided
+        return decided if decided.taken else None
+
+    async def _arrival_or(self, committing: asyncio.Future[Any]) -> None:
+        """Wait until a decision is queued or ``committing`` is done."""
+        self._arrived.clear()
+        arrival = asyncio.ensure_future(self._arrived.wait())
+        await asyncio.wait((committing, arrival), return_when=asyncio.FIRST_COMPLETED)
+        arrival.cancel()
 
     def _decide(
         self,
@@ -297,18 +312,18 @@ class Sequencer:
         context: Context,
         batch: Decision,
         base: Decision,
-        until: threading.Event | None,
+        done: threading.Event,
     ) -> tuple[Decision, list[Answer], list[Queued]]:
         """Run each decider on the books and the batch before it; the batch, each
         caller's answer or error (answered once the batch is committed), and the entries
         left for a later batch: from the first whose writes would take the batch's own
         (beyond ``base``) past ``MOST_OPERATIONS_PER_BATCH``, decided again then (its
-        draft is thrown away), or from the first not begun once ``until`` was set."""
+        draft is thrown away), or from the first not begun once ``done`` was set."""
         answers: list[Answer] = []
         below = base.operations()
         for index, entry in enumerate(queued):
             decider, future, preview = entry.item.decider, entry.item.future, entry.item.preview
-            if until is not None and until.is_set():
+            if done.is_set():
                 return batch, answers, queued[index:]
             if future.done():  # its caller is gone: never accepted, so never decided
                 continue
