@@ -76,6 +76,7 @@ from coordinator.store import Store
 from coordinator.store.fenced import FencedStore
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
+from shared.api.nodes import NodeHealth
 from shared.inventory import Inventory
 from shared.logs import get_logger
 from shared.protocol import ContainerStatus, CpuPressure, DesiredContainer, Status
@@ -85,6 +86,11 @@ log = get_logger("allot.coordinator.deployments")
 
 def _key(pending: PendingRecord) -> tuple[str, str]:
     return (pending.namespace, pending.deployment)
+
+
+def _still_lost(registry: NodeRegistry, node: str) -> bool:
+    record = registry.get(node)
+    return record is not None and record.state == NodeHealth.LOST
 
 
 def _held(books: Books) -> set[str]:
@@ -430,8 +436,11 @@ class DeploymentService:
     def _after_commit(self, batch: Decision) -> None:
         registry = self._context.registry
         if batch.deleted_nodes and isinstance(registry, NodeRegistry):
-            registry.forget(batch.deleted_nodes)
-            for node in batch.deleted_nodes:
+            # A node whose agent said hello since the deletion committed (its record was
+            # the lost one then: ``Sequencer._still_lost``) is a new node: it stays.
+            gone = [node for node in batch.deleted_nodes if _still_lost(registry, node)]
+            registry.forget(gone)
+            for node in gone:
                 self._context.fresh.pop(node, None)
         if batch.may_make_room() and self._books.pending:
             self._room.set()
