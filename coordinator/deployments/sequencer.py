@@ -81,8 +81,9 @@ CORDON_PREFIX = "/cordoned/"
 # The preemptions still within the cool-down (quotas spec 8.3), rewritten with each
 # decision that preempts, so a restart does not reset the cool-down.
 PREEMPTIONS_KEY = "/preemptions"
-# At most this many deciders in one batch: each starts from a copy of the batch so far,
-# so a batch costs O(deciders x its size); 256 small decisions copy in well under 10 ms.
+# At most this many deciders in one batch: each starts from a copy of the batch so far
+# (over the batch in flight, if one is), so a batch costs O(deciders x its size); 256
+# small decisions copy in well under 10 ms.
 MOST_PER_BATCH = 256
 # A batch stops growing before its writes pass this (``Decision.operations``), so that
 # concurrent large deployments do not make one ever larger commit. A decision larger on
