@@ -16,6 +16,15 @@ so nothing is pushed; the time is the decision and its commit. Prints, best of `
   and GPU deployments take too).
 
 Between runs every deployment is deleted. Not part of ``make test``.
+
+    .venv/bin/python bench/deployments.py --concurrent [--deploys 20] [--count 500]
+        [--against /work/main] [--rounds 3]
+
+Deploys at once: ``--deploys`` deployments of ``--count`` containers asked for together
+(containers placed a second), then a 1-container deploy asked for just after as many of
+those (its latency, from a store of its own). With ``--against DIR`` each round runs
+once on this checkout's code and once on DIR's (a subprocess each, alternating), and
+the ratios are printed.
 """
 
 from __future__ import annotations
@@ -23,15 +32,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-# Run as a script, Python puts bench/ first on the path; the repository root goes there.
+# Run as a script, Python puts bench/ first on the path; the repository root goes there
+# (or the checkout given with --code, whose coordinator is measured).
 _BENCH = Path(__file__).resolve().parent
-sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
+_CODE = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(_BENCH.parent)
+sys.path[:] = [_CODE] + [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
 
 from coordinator.config import PoolSettings, QuotaSettings  # noqa: E402
 from coordinator.deployments.service import DeploymentService  # noqa: E402
@@ -148,13 +162,89 @@ async def run(nodes: int, count: int, runs: int, directory: Path) -> None:
     print(f"  drain a node of 24:       {best['drain'] * 1e3:9.1f} ms  (one at a time, one commit)")
 
 
+async def concurrent(nodes: int, deploys: int, count: int, directory: Path) -> dict[str, float]:
+    """Containers placed a second with ``deploys`` deployments asked for at once, and the
+    latency of a small deploy asked for just behind as many (seconds)."""
+    names = [f"node-{i:04d}" for i in range(nodes)]
+    store = await SqliteStore.open(directory / "at-once.db")
+    service = await service_on(store, names)
+    started = time.perf_counter()
+    await asyncio.gather(
+        *(service.deploy(NAMESPACE, spec(f"web-{i}", count)) for i in range(deploys))
+    )
+    elapsed = time.perf_counter() - started
+    await store.close()
+    # A store of its own: without agents, deleted containers stay stopping.
+    store = await SqliteStore.open(directory / "behind.db")
+    service = await service_on(store, names)
+
+    async def small() -> float:
+        await asyncio.sleep(0.001)  # the large ones are queued first
+        asked = time.perf_counter()
+        await service.deploy(NAMESPACE, spec("small", 1))
+        return time.perf_counter() - asked
+
+    waiting = asyncio.create_task(small())
+    await asyncio.gather(
+        *(service.deploy(NAMESPACE, spec(f"big-{i}", count)) for i in range(deploys))
+    )
+    latency = await waiting
+    await store.close()
+    return {"per_second": deploys * count / elapsed, "small_latency": latency}
+
+
+def against(args: argparse.Namespace) -> None:
+    """Alternate runs on this code and on ``args.against``'s; figures and ratios."""
+    figures: dict[str, list[dict[str, float]]] = {"ours": [], "theirs": []}
+    for _ in range(args.rounds):
+        for side, code in (("ours", str(_BENCH.parent)), ("theirs", args.against)):
+            command = [sys.executable, __file__, "--concurrent", "--json", "--code", code]
+            command += ["--nodes", str(args.nodes), "--deploys", str(args.deploys)]
+            command += ["--count", str(args.count)]
+            done = subprocess.run(command, check=True, capture_output=True, text=True)
+            figures[side].append(json.loads(done.stdout.splitlines()[-1]))
+            load = Path("/proc/loadavg").read_text().split()[0]
+            one = figures[side][-1]
+            print(
+                f"  {side:6} {one['per_second']:7.0f} containers/s, small deploy behind them"
+                f" {one['small_latency'] * 1e3:7.0f} ms  (load {load})"
+            )
+    ours, theirs = (
+        {
+            key: statistics.median(run[key] for run in figures[side])
+            for key in ("per_second", "small_latency")
+        }
+        for side in ("ours", "theirs")
+    )
+    print(
+        f"median: throughput ours/theirs {ours['per_second'] / theirs['per_second']:.2f}x;"
+        f" small deploy latency theirs/ours {theirs['small_latency'] / ours['small_latency']:.2f}x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3, help="runs per measurement (best of)")
+    parser.add_argument("--concurrent", action="store_true", help="deploys asked for at once")
+    parser.add_argument("--deploys", type=int, default=20)
+    parser.add_argument("--against", help="another checkout, measured in the same run")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="one line of figures")
+    parser.add_argument("--code", help="the checkout whose coordinator is measured")
     args = parser.parse_args()
+    if args.against:
+        print(f"{args.deploys} x {args.count} containers at once on {args.nodes} nodes")
+        against(args)
+        return
     with tempfile.TemporaryDirectory(prefix="allot-bench-") as directory:
+        if args.concurrent:
+            measured = asyncio.run(
+                concurrent(args.nodes, args.deploys, args.count, Path(directory))
+            )
+            print(json.dumps(measured) if args.json else measured)
+            return
         asyncio.run(run(args.nodes, args.count, args.runs, Path(directory)))
 
 

@@ -11,12 +11,20 @@ A decision never holds a container both changed and removed: ``remove`` drops a 
 the same container, and ``Draft.put_container`` a removal. A batch is one Decision too:
 each decider writes into a ``copy`` of the batch so far, which becomes the batch when it
 succeeds.
+
+A batch decided while the one before it commits is written into a copy of that one;
+``since`` gives back its own writes, which are what it changes once the one before is
+applied:
+
+    following = in_flight.copy()               # deciders write on top of it
+    ...
+    own = following.since(in_flight)           # committed after in_flight, on its revisions
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from coordinator.deployments.records import PendingRecord
 from coordinator.placement import NodeState
@@ -25,6 +33,9 @@ from coordinator.services.events import Note
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord
 from shared.api.nodes import NodeRecord
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass
@@ -111,6 +122,39 @@ class Decision:
             hellos=set(self.hellos),
         )
 
+    def since(self, base: Decision) -> Decision:
+        """The writes of this decision that ``base`` does not hold, this one having been
+        made by writing into ``base.copy()``: applying ``base`` and then these leaves what
+        applying this one alone would. Writes are told apart by identity (a decision only
+        adds, replaces or removes entries, never changes one in place); one that undoes
+        a write of ``base`` is kept by its counterpart (a container removed is in
+        ``removed``, a pending one placed in ``unpending``). ``capacity_changed`` is kept
+        as this one has it: at worst one scheduler pass more. O(size)."""
+        records = _newer(self.records, base.records)
+        return Decision(
+            nodes=_newer(self.nodes, base.nodes),
+            containers=_newer(self.containers, base.containers),
+            removed=_newer(self.removed, base.removed),
+            deployments=_newer(self.deployments, base.deployments),
+            removed_deployments=self.removed_deployments - base.removed_deployments,
+            cordons=_newer(self.cordons, base.cordons),
+            notes=self.notes[len(base.notes) :],
+            preemptions=self.preemptions[len(base.preemptions) :],
+            quotas=_newer(self.quotas, base.quotas),
+            pending=_newer(self.pending, base.pending),
+            unpending=self.unpending - base.unpending,
+            capacity_changed=self.capacity_changed,
+            deleted_nodes=self.deleted_nodes - base.deleted_nodes,
+            records=records,
+            # A hello always puts a record of its own, so this batch's hellos are among
+            # its newer records (one helloed in ``base`` and written again here counts
+            # as helloed again: at worst its lease is renewed once more).
+            hellos={node for node in self.hellos if node in records},
+            pools=_newer(self.pools, base.pools),
+            # Stored by ``base`` already when it asked too; a config change stores it anyway.
+            pool_state=self.pool_state and not base.pool_state,
+        )
+
     def is_empty(self) -> bool:
         return not (
             self.nodes
@@ -166,3 +210,9 @@ class Decision:
         nodes = set(self.nodes) | set(self.removed.values())
         nodes.update(record.node for record in self.containers.values())
         return nodes
+
+
+def _newer(mine: dict[K, V], base: dict[K, V]) -> dict[K, V]:
+    """The entries of ``mine`` that are not ``base``'s very own."""
+    missing = object()
+    return {key: value for key, value in mine.items() if base.get(key, missing) is not value}

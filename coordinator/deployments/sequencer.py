@@ -4,15 +4,28 @@
 
 A decider is a plain function of a ``Draft``: it reads the state, writes its change into
 the draft, and returns what its caller answers (or raises a refusal, and then none of its
-writes count). The sequencer runs deciders one at a time, in the order they came, each on
-the books plus the changes of every decider before it that is not yet committed -- so two
-requests never refuse each other without a real conflict. Deciders queued while a commit
-is in flight form the next batch, committed as one store transaction (one fsync for all
-of them); only when it succeeded are the books changed and the touched nodes handed to
-the publishers, and only then is each caller answered. A failed commit changes nothing
-in memory, and each of its callers gets the error. A batch with more writes than etcd
-takes in one transaction is committed in fenced steps (``coordinator.store.steps``), and
-applied once the last one committed, each revision the books keep set to its key's step.
+writes count). The sequencer runs deciders one at a time, in the queue's order (by
+urgency, first come first served within one, none starving: ``decision_queue``), each
+on the books plus the changes of every decider before it that is not yet committed --
+so two requests never refuse each other without a real conflict. Deciders form batches,
+each committed as one store transaction (one fsync for all of them); only when it
+succeeded are the books changed and the touched nodes handed to the publishers, and
+only then is each caller answered. A failed commit changes nothing in memory, and each
+of its callers gets the error. A batch with more writes than etcd takes in one
+transaction is committed in fenced steps (``coordinator.store.steps``), and applied once
+the last one committed, each revision the books keep set to its key's step.
+
+Deciding overlaps committing. While batch N commits, batch N+1 is decided on a draft
+that holds N's writes over the books (the books change only once N committed), taking
+deciders from the queue until N's commit returns (the one under way is finished first,
+so N's callers wait at most for one decider more). Then N is applied and answered, and
+N+1's own writes (``Decision.since``) are committed, their compares read from the books
+N left: the revisions N's commit gave, step by step on etcd, so the fenced store's
+compares hold as for any commit. When N's commit fails, its callers get the error, and
+N+1's deciders go back to the queue in their places, unanswered, to be decided again on
+the books as they are (whether or not their decision read N's writes: none of them was
+answered, so nothing is lost but the time). The books are applied only while no decider
+runs: the deciding thread reads them without locks.
 
 Node records are decided the same way (``registration``: a hello, a problems report, a
 lost lease), each with what follows from it in the same draft and transaction, compared
@@ -33,26 +46,22 @@ as the decisions before it in its batch left them, and every event is numbered a
 log trimmed (``EventLog.stage``) in the order of the commits, one at a time, which keeps
 the event log's memory equal to its store. So there is one order between all of them,
 the queue's, and no order between sequencers to keep.
-
-Deciding the next batch does not overlap the commit of this one: a batch decided on top of
-one whose commit then fails would have to be undone too. Batches grow with the load, so a
-commit's latency is paid once per batch, not once per request; but a large decision (a
-1,000-container deployment on 1,000 nodes takes about 330 ms to decide and commit,
-in-process) leaves the store idle while it is decided, and the next one waits for its
-commit. Overlapping them, undoing a failed commit's successors, is a step still to take.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from coordinator.deployments.books import Books
 from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
+from coordinator.deployments.decision_queue import DecisionQueue, Entry, Urgency
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.node_records import (
     ALLOCATION_PREFIX,
@@ -69,16 +78,17 @@ from coordinator.deployments.records import (
     pending_key,
 )
 from coordinator.deployments.timings import NO_TIMINGS, Timings
-from coordinator.services.events import EventLog, Note
+from coordinator.quotas import PreemptionRecord
+from coordinator.services.events import EventLog, Note, Staged
+from coordinator.services.pool_service import StagedPools
 from coordinator.services.quota_service import QUOTA_PREFIX
 from coordinator.services.registry import NODE_PREFIX, NodeRegistry
-from coordinator.store import Compare, Store, Txn
+from coordinator.store import Compare, Store, Txn, TxnResult
 from coordinator.store.quorum import Quorum, QuorumLost
 from shared.codec import to_json
 
 T = TypeVar("T")
 Decider = Callable[[Draft], T]
-Queued = tuple[Decider[Any], "asyncio.Future[Any]", bool]  # the last: a preview
 Answer = tuple["asyncio.Future[Any]", Any, Exception | None]
 Publisher = Callable[[set[str]], None]
 
@@ -86,8 +96,9 @@ CORDON_PREFIX = "/cordoned/"
 # The preemptions still within the cool-down (quotas spec 8.3), rewritten with each
 # decision that preempts, so a restart does not reset the cool-down.
 PREEMPTIONS_KEY = "/preemptions"
-# At most this many deciders in one batch: each starts from a copy of the batch so far,
-# so a batch costs O(deciders x its size); 256 small decisions copy in well under 10 ms.
+# At most this many deciders in one batch: each starts from a copy of the batch so far
+# (over the batch in flight, if one is), so a batch costs O(deciders x its size); 256
+# small decisions copy in well under 10 ms.
 MOST_PER_BATCH = 256
 # A batch stops growing before its writes pass this (``Decision.operations``), so that
 # concurrent large deployments do not make one ever larger commit. A decision larger on
@@ -104,6 +115,40 @@ class Refused(Exception):
         super().__init__(str(error))
         self.error = error
         self.notes = notes
+
+
+@dataclass
+class Job:
+    """A queued decision: its decider, its caller's future, whether it is a preview."""
+
+    decider: Decider[Any]
+    future: asyncio.Future[Any]
+    preview: bool
+
+
+Queued = Entry[Job]
+
+
+@dataclass
+class Decided:
+    """A batch decided: its writes (on top of the batch committed before it, if any),
+    each decided caller's answer (given once it is committed), and the queue entries it
+    decided (queued again if the batch it was decided on fails)."""
+
+    batch: Decision
+    answers: list[Answer] = field(default_factory=list)
+    taken: list[Queued] = field(default_factory=list)
+
+
+@dataclass
+class Written:
+    """A batch committed, and what its application to memory needs."""
+
+    result: TxnResult
+    staged: Staged
+    pools: StagedPools
+    preemptions: list[PreemptionRecord]
+    started: float
 
 
 class Sequencer:
@@ -131,7 +176,8 @@ class Sequencer:
         self._context = context
         self._events = events
         self._settle = settle  # run on each draft after its decider (quota labels)
-        self._queue: list[Queued] = []
+        self._queue = DecisionQueue[Job]()
+        self._arrived = asyncio.Event()  # set when a decision is queued
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="allot-decide")
         self._runner: asyncio.Task[None] | None = None
         self._publishers: list[Publisher] = []
@@ -153,33 +199,31 @@ class Sequencer:
         await self.idle()
         self._thread.shutdown(wait=False)
 
-    async def decide(self, decider: Decider[T]) -> T:
-        """What ``decider`` returned, once its change is committed and applied."""
-        return await self._queued(decider, preview=False)
+    async def decide(self, decider: Decider[T], urgency: Urgency = Urgency.INTERACTIVE) -> T:
+        """What ``decider`` returned, once its change is committed and applied; it is
+        decided in the order of ``urgency`` (``decision_queue``)."""
+        return await self._queued(decider, urgency, preview=False)
 
-    async def preview(self, decider: Decider[T]) -> T:
+    async def preview(self, decider: Decider[T], urgency: Urgency = Urgency.INTERACTIVE) -> T:
         """What ``decider`` would return in its turn, its writes and events thrown away
         (a dry run): it sees every decision before it, as ``decide`` would."""
-        return await self._queued(decider, preview=True)
+        return await self._queued(decider, urgency, preview=True)
 
-    async def _queued(self, decider: Decider[T], *, preview: bool) -> T:
+    async def _queued(self, decider: Decider[T], urgency: Urgency, *, preview: bool) -> T:
         if self._quorum is not None and not preview:
             self._quorum.check()
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._queue.append((decider, future, preview))
+        self._queue.push(Job(decider, future, preview), urgency)
+        self._arrived.set()
         if self._runner is None or self._runner.done():
             self._runner = asyncio.create_task(self._run())
         return await future
 
     def _refuse_queued(self, error: QuorumLost) -> None:
         """Answer every queued decision with ``error`` (previews stay: they write nothing)."""
-        kept: list[Queued] = []
-        for decider, future, preview in self._queue:
-            if preview:
-                kept.append((decider, future, preview))
-            elif not future.done():
-                future.set_exception(error)
-        self._queue[:] = kept
+        for job in self._queue.drop(lambda job: not job.preview):
+            if not job.future.done():
+                job.future.set_exception(error)
 
     async def idle(self) -> None:
         """Wait until no decision is queued or under way."""
@@ -193,54 +237,114 @@ class Sequencer:
             await self.decide(lambda draft: draft.change.notes.extend(notes))
 
     async def _run(self) -> None:
-        while self._queue:
-            queued = self._queue[:MOST_PER_BATCH]
-            del self._queue[:MOST_PER_BATCH]
-            await self._batch(queued)
-
-    async def _batch(self, queued: list[Queued]) -> None:
-        # Deciding runs on a thread of its own, over a frozen copy of the node records:
-        # a 1,000-container deployment on 10,000 nodes takes a few hundred milliseconds
-        # to place, and on the event loop it held up every lease and heartbeat that long.
-        # Nothing else changes the books meanwhile (only this task applies commits), and
-        # the thread hands the event loop the interpreter every few milliseconds.
-        answers: list[Answer] = [(future, None, None) for _, future, _ in queued]
-        try:
-            context = self._context.frozen()
-            loop = asyncio.get_running_loop()
-            started = time.perf_counter()
-            batch, answers, later = await loop.run_in_executor(
-                self._thread, self._decide, queued, context
-            )
-            self._timings.decided(time.perf_counter() - started)
-            self._queue[:0] = later  # ahead of any queued since: they came before
-            if not batch.is_empty():
-                await self._commit(batch)
-        except BaseException as error:  # every caller hears of it; none waits for ever
-            for future, _, _ in answers:
-                if not future.done():
-                    future.set_exception(_failed(error))
-            if isinstance(error, asyncio.CancelledError):
-                raise
-            return
-        for future, value, refusal in answers:
-            if future.done():
+        """Decide a batch; then, while it commits, decide the next on top of it; apply
+        the first once both are done, and commit the next while deciding the one after."""
+        ahead: Decided | None = None  # decided, not yet committed
+        while True:
+            if ahead is None:
+                ahead = await self._decided(Decision())
+                if ahead is None:
+                    return
+            if ahead.batch.is_empty():
+                _answer(ahead.answers)
+                ahead = None
                 continue
-            if refusal is None:
-                future.set_result(value)
-            else:
-                future.set_exception(refusal)
+            ahead = await self._commit_while_deciding(ahead)
+
+    async def _commit_while_deciding(self, current: Decided) -> Decided | None:
+        """Commit ``current`` and meanwhile decide the next batch on top of it (the books
+        still without it), until its commit returns. Once committed, ``current`` is
+        applied and answered, and the next batch's own writes are returned, to commit
+        on the revisions ``current`` left. When it fails, its callers get the error,
+        memory is unchanged, and the next batch's deciders go back to the queue, in
+        their places, to be decided again on the books as they are."""
+        committing = asyncio.ensure_future(self._write(current.batch))
+        following: Decided | None = None
+        try:
+            following = await self._decided(current.batch, committing)
+            written = await committing
+        except Exception as error:
+            _fail(current.answers, error)
+            if following is not None:
+                self._queue.put_back(following.taken)
+            return None
+        except BaseException as error:  # cancelled: every caller hears of it
+            committing.cancel()
+            _fail([*current.answers, *(following.answers if following else ())], error)
+            raise
+        self._apply(current.batch, written)
+        _answer(current.answers)
+        if following is None:
+            return None
+        return Decided(following.batch.since(current.batch), following.answers, following.taken)
+
+    async def _decided(
+        self, base: Decision, committing: asyncio.Future[Any] | None = None
+    ) -> Decided | None:
+        """The next batch, decided on the books and ``base``; None when it took nothing.
+        Without ``committing``: what the queue holds now, up to the batch's bounds.
+        With it (``base``'s commit): what comes for as long as that commit is in
+        flight, the decider under way when it returns finished first."""
+        done = threading.Event()  # the deciding thread's view of ``committing``
+        if committing is not None:
+            committing.add_done_callback(lambda _: done.set())
+        decided = Decided(base.copy())
+        context = self._context.frozen()
+        loop = asyncio.get_running_loop()
+        room = MOST_PER_BATCH
+        while room > 0 and not done.is_set():
+            if not self._queue:
+                if committing is None:
+                    break
+                await self._arrival_or(committing)
+                continue
+            queued = self._queue.take(room)
+            started = time.perf_counter()
+            try:
+                batch, answers, later = await loop.run_in_executor(
+                    self._thread, self._decide, queued, context, decided.batch, base, done
+                )
+            except BaseException as error:  # every caller hears of it; none waits for ever
+                _fail([*decided.answers, *((e.item.future, None, None) for e in queued)], error)
+                if isinstance(error, asyncio.CancelledError):
+                    raise
+                return None
+            self._timings.decided(time.perf_counter() - started)
+            self._queue.put_back(later)
+            decided.batch = batch
+            decided.answers += answers
+            decided.taken += queued[: len(queued) - len(later)]
+            room -= len(queued)
+            if later or committing is None:
+                break
+        return decided if decided.taken else None
+
+    async def _arrival_or(self, committing: asyncio.Future[Any]) -> None:
+        """Wait until a decision is queued or ``committing`` is done."""
+        self._arrived.clear()
+        arrival = asyncio.ensure_future(self._arrived.wait())
+        await asyncio.wait((committing, arrival), return_when=asyncio.FIRST_COMPLETED)
+        arrival.cancel()
 
     def _decide(
-        self, queued: list[Queued], context: Context
+        self,
+        queued: list[Queued],
+        context: Context,
+        batch: Decision,
+        base: Decision,
+        done: threading.Event,
     ) -> tuple[Decision, list[Answer], list[Queued]]:
         """Run each decider on the books and the batch before it; the batch, each
-        caller's answer or error (answered once the batch is committed), and the deciders
-        left for a later batch: from the first whose writes would take the batch past
-        ``MOST_OPERATIONS_PER_BATCH``, decided again then (its draft is thrown away)."""
-        batch = Decision()
+        caller's answer or error (answered once the batch is committed), and the entries
+        left for a later batch: from the first whose writes would take the batch's own
+        (beyond ``base``) past ``MOST_OPERATIONS_PER_BATCH``, decided again then (its
+        draft is thrown away), or from the first not begun once ``done`` was set."""
         answers: list[Answer] = []
-        for index, (decider, future, preview) in enumerate(queued):
+        below = base.operations()
+        for index, entry in enumerate(queued):
+            decider, future, preview = entry.item.decider, entry.item.future, entry.item.preview
+            if done.is_set():
+                return batch, answers, queued[index:]
             if future.done():  # its caller is gone: never accepted, so never decided
                 continue
             draft = Draft(self._books, context.over(batch), batch.copy())
@@ -258,13 +362,15 @@ class Sequencer:
             if preview:
                 answers.append((future, value, None))
                 continue
-            if draft.change.operations() > MOST_OPERATIONS_PER_BATCH and not batch.is_empty():
+            own = draft.change.operations() - below
+            if own > MOST_OPERATIONS_PER_BATCH and batch.operations() > below:
                 return batch, answers, queued[index:]
             batch = draft.change
             answers.append((future, value, None))
         return batch, answers, []
 
-    async def _commit(self, batch: Decision) -> None:
+    async def _write(self, batch: Decision) -> Written:
+        """Commit ``batch`` on the revisions the books keep; memory is not touched."""
         started = time.perf_counter()
         books, registry = self._books, self._registry
         compares = tuple(
@@ -318,8 +424,13 @@ class Sequencer:
                 "conflict",
                 {"nodes": sorted({*batch.nodes, *batch.deleted_nodes, *batch.records})},
             )
+        return Written(result, staged, pools, preemptions, started)
+
+    def _apply(self, batch: Decision, written: Written) -> None:
+        """Take the committed ``batch`` into memory and hand it on."""
+        books, registry, result = self._books, self._registry, written.result
         self._context.quotas.apply(batch.quotas)
-        self._context.pools.confirm(pools)
+        self._context.pools.confirm(written.pools)
         if batch.records or batch.deleted_nodes:
             registry.apply(
                 batch.records,
@@ -332,10 +443,10 @@ class Sequencer:
         touched = books.apply(batch, result.revision)
         if result.revisions:
             _stamped_by_step(books, batch, result.revision, result.revisions)
-        books.keep_preemptions(preemptions)
-        self._events.confirm(staged)
+        books.keep_preemptions(written.preemptions)
+        self._events.confirm(written.staged)
         published = time.perf_counter()
-        self._timings.committed(published - started)
+        self._timings.committed(published - written.started)
         if touched:
             for publish in self._publishers:
                 publish(touched)
@@ -369,6 +480,22 @@ def _stamped_by_step(
     for container_id, record in batch.containers.items():
         if record.stopping and books.stop_revision.get(container_id) == last:
             books.stop_revision[container_id] = revisions[container_key(container_id)]
+
+
+def _answer(answers: list[Answer]) -> None:
+    for future, value, refusal in answers:
+        if future.done():
+            continue
+        if refusal is None:
+            future.set_result(value)
+        else:
+            future.set_exception(refusal)
+
+
+def _fail(answers: list[Answer], error: BaseException) -> None:
+    for future, _, _ in answers:
+        if not future.done():
+            future.set_exception(_failed(error))
 
 
 def _failed(error: BaseException) -> Exception:

@@ -9,7 +9,8 @@ The service is a thin shell over ``coordinator/deployments/``:
 - ``books``: the committed state with its indexes (containers by node, deployment,
   namespace and pool; each pool's requests);
 - ``draft``: the state one decision sees and writes, ``decision``: what it writes;
-- ``sequencer``: decisions in order, committed in batches, applied only once committed,
+- ``sequencer``: decisions by urgency (``decision_queue``), committed in batches (the
+  next decided while one commits), applied only once committed,
   then handed to the publishers (the agent hub);
 - the deciders, plain functions of a draft: ``placing`` (deploy, scale, preemption),
   ``lifecycle`` (realloc, delete, lost nodes), ``stopping`` (allocations let go once
@@ -44,6 +45,8 @@ from coordinator.deployments import (
 from coordinator.deployments.books import Books
 from coordinator.deployments.context import Context, FreshStates
 from coordinator.deployments.decision import Decision
+from coordinator.deployments.decision_queue import Urgency
+from coordinator.deployments.decision_queue import placing as placing_urgency
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.labels import relabel, relabel_everything
 from coordinator.deployments.outcome import DeployOutcome
@@ -315,7 +318,9 @@ class DeploymentService:
     # -- decisions -----------------------------------------------------------------------
 
     async def deploy(self, namespace: str, spec: DeploymentSpec) -> DeployOutcome:
-        return await self._sequencer.decide(lambda d: placing.deploy(d, namespace, spec))
+        return await self._sequencer.decide(
+            lambda d: placing.deploy(d, namespace, spec), urgency=placing_urgency(spec.count)
+        )
 
     async def preview_deploy(
         self, namespace: str, spec: DeploymentSpec
@@ -329,10 +334,13 @@ class DeploymentService:
             told = draft.change.notes[before:]
             return outcome, sorted(note.container for note in told if note.kind == "preempted")
 
-        return await self._sequencer.preview(preview)
+        return await self._sequencer.preview(preview, urgency=placing_urgency(spec.count))
 
     async def scale(self, namespace: str, name: str, count: int) -> DeployOutcome:
-        return await self._sequencer.decide(lambda d: placing.scale(d, namespace, name, count))
+        return await self._sequencer.decide(
+            lambda d: placing.scale(d, namespace, name, count),
+            urgency=self._scaling_urgency((namespace, name), count),
+        )
 
     async def realloc(self, container_id: str, delta: Delta) -> ContainerRecord:
         return await self._sequencer.decide(lambda d: lifecycle.reallocate(d, container_id, delta))
@@ -340,12 +348,14 @@ class DeploymentService:
     async def delete_container(self, container_id: str) -> Pass:
         """Stop the container; its stand-in (pending) is placed at once where there is room."""
         return self._passed(
-            await self._sequencer.decide(lambda d: lifecycle.delete_container(d, container_id))
+            await self._sequencer.decide(
+                lambda d: lifecycle.delete_container(d, container_id), urgency=Urgency.FREES
+            )
         )
 
     async def delete_deployment(self, namespace: str, name: str) -> list[str]:
         return await self._sequencer.decide(
-            lambda d: lifecycle.delete_deployment(d, namespace, name)
+            lambda d: lifecycle.delete_deployment(d, namespace, name), urgency=Urgency.FREES
         )
 
     async def release_lost(self, grace_seconds: float) -> Pass:
@@ -356,7 +366,9 @@ class DeploymentService:
         if not any(books.ids("node", node) or books.stopping_on(node) for node in lost):
             return Pass()
         return self._passed(
-            await self._sequencer.decide(lambda d: lifecycle.release_lost(d, grace_seconds))
+            await self._sequencer.decide(
+                lambda d: lifecycle.release_lost(d, grace_seconds), urgency=Urgency.FREES
+            )
         )
 
     async def replace(
@@ -368,7 +380,8 @@ class DeploymentService:
 
     async def set_node(self, node: str, mode: str, *, why: str = "", **fields: Any) -> NodeState:
         return await self._sequencer.decide(
-            lambda d: node_admin.set_capacity(d, node, mode, why=why, **fields)
+            lambda d: node_admin.set_capacity(d, node, mode, why=why, **fields),
+            urgency=Urgency.FREES,
         )
 
     async def hello(
@@ -389,7 +402,7 @@ class DeploymentService:
             )
 
         try:
-            return await self._sequencer.decide(said_hello)
+            return await self._sequencer.decide(said_hello, urgency=Urgency.FREES)
         except BaseException:
             # The agent reached this leader and only the store failed it (etcd without
             # quorum, a full disk): its node stays live while it keeps trying, so the
@@ -404,7 +417,8 @@ class DeploymentService:
         if record is None or on_problems(record, problems, now=now) is record:
             return
         await self._sequencer.decide(
-            lambda d: registration.report_problems(d, node, problems, now=now)
+            lambda d: registration.report_problems(d, node, problems, now=now),
+            urgency=Urgency.FREES,
         )
 
     async def expire_leases(self, *, release: bool = False) -> list[NodeRecord]:
@@ -418,7 +432,8 @@ class DeploymentService:
         now = self._registry.now()
         try:
             lost = await self._sequencer.decide(
-                lambda d: registration.mark_lost(d, due, now=now, release=release)
+                lambda d: registration.mark_lost(d, due, now=now, release=release),
+                urgency=Urgency.FREES,
             )
         except BaseException:
             self._registry.due_again(due)
@@ -428,19 +443,27 @@ class DeploymentService:
         return lost
 
     async def cordon(self, node: str, cordoned: bool) -> None:
-        await self._sequencer.decide(lambda d: node_admin.cordon(d, node, cordoned))
+        await self._sequencer.decide(
+            lambda d: node_admin.cordon(d, node, cordoned), urgency=Urgency.FREES
+        )
 
     async def drain(self, node: str) -> Pass:
-        return self._passed(await self._sequencer.decide(lambda d: node_admin.drain(d, node)))
+        drained = await self._sequencer.decide(
+            lambda d: node_admin.drain(d, node), urgency=Urgency.FREES
+        )
+        return self._passed(drained)
 
     async def delete_node(self, node: str) -> Pass:
         """Take a lost node off the books (``node_admin.delete_node``); its containers'
         stand-ins are placed at once where there is room."""
-        return self._passed(await self._sequencer.decide(lambda d: node_admin.delete_node(d, node)))
+        deleted = await self._sequencer.decide(
+            lambda d: node_admin.delete_node(d, node), urgency=Urgency.FREES
+        )
+        return self._passed(deleted)
 
     async def schedule(self) -> Pass:
         """One scheduler pass: place what pending containers fit now."""
-        return self._passed(await self._sequencer.decide(place_pending))
+        return self._passed(await self._sequencer.decide(place_pending, Urgency.SCHEDULES))
 
     async def schedule_pending(self, *, every: float, tick: float = 1.0) -> None:
         """Run for ever: a scheduler pass whenever room may have appeared -- a decision
@@ -467,6 +490,14 @@ class DeploymentService:
             finally:
                 self._scheduling = False
                 self._timings.scheduled(time.perf_counter() - started)
+
+    def _scaling_urgency(self, key: tuple[str, str], count: int) -> Urgency:
+        """A scale-down frees; a scale-up is as urgent as the containers it adds are few
+        (read from the books now: only the queue's order depends on it)."""
+        live, pending = self._books.counts(key)
+        if count < live + pending:
+            return Urgency.FREES
+        return placing_urgency(count - live - pending)
 
     def _after_commit(self, batch: Decision) -> None:
         for node in batch.deleted_nodes:
@@ -608,7 +639,9 @@ class DeploymentService:
 
     async def _let_go(self, node: str, ids: list[str]) -> None:
         try:
-            done = await self._sequencer.decide(lambda d: stopping.let_go(d, node, ids))
+            done = await self._sequencer.decide(
+                lambda d: stopping.let_go(d, node, ids), urgency=Urgency.FREES
+            )
             self._passed(done)
             log.info("stopped containers let go", node=node, containers=",".join(ids))
         except Exception as failure:  # the agent's next report tries again
@@ -619,7 +652,7 @@ class DeploymentService:
     async def _end_swap(self, container_id: str, outcome: str, error: str) -> None:
         try:
             ended = await self._sequencer.decide(
-                lambda d: swaps.end_swap(d, container_id, outcome, error)
+                lambda d: swaps.end_swap(d, container_id, outcome, error), urgency=Urgency.FREES
             )
             if ended:
                 log.info("swap ended", container=container_id, outcome=outcome)
