@@ -49,7 +49,7 @@ from coordinator.deployments.decision_queue import Urgency
 from coordinator.deployments.decision_queue import placing as placing_urgency
 from coordinator.deployments.draft import Draft
 from coordinator.deployments.labels import relabel, relabel_everything
-from coordinator.deployments.outcome import DeployOutcome
+from coordinator.deployments.outcome import DeployOutcome, DeployRefused
 from coordinator.deployments.pending import Pass
 from coordinator.deployments.pending import schedule as place_pending
 from coordinator.deployments.records import (
@@ -402,7 +402,15 @@ class DeploymentService:
             )
 
         try:
-            return await self._sequencer.decide(said_hello, urgency=Urgency.FREES)
+            try:
+                return await self._sequencer.decide(said_hello, urgency=Urgency.FREES)
+            except DeployRefused as refused:
+                if refused.code != "node_being_deleted":
+                    raise
+                # Decided beside the node's deletion (in its batch, or on top of it while
+                # it committed), and answered once that deletion was committed and
+                # applied: said again, it registers the node anew.
+                return await self._sequencer.decide(said_hello, urgency=Urgency.FREES)
         except BaseException:
             # The agent reached this leader and only the store failed it (etcd without
             # quorum, a full disk): its node stays live while it keeps trying, so the

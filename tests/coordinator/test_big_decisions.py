@@ -18,7 +18,7 @@ import pytest
 
 from bench.etcd_cluster import EtcdCluster
 from coordinator.app import make_app
-from coordinator.config import CoordinatorConfig
+from coordinator.config import CoordinatorConfig, PoolSettings
 from coordinator.deployments.stored_books import read_books
 from coordinator.keys import DEPLOYMENTS as SERVICE
 from coordinator.keys import STORE
@@ -41,8 +41,15 @@ CONTAINERS = 150
 
 
 def settings_for(data_dir: Path) -> CoordinatorConfig:
-    """Node leases that outlast the test: no heartbeats needed."""
-    return config_for(data_dir, lease_seconds=60.0, heartbeat_seconds=20.0)
+    """Node leases that outlast the test: no heartbeats needed. No pool update either: on
+    a slow machine one came during the test, reweighed every container of the namespace's
+    pool in a decision of its own, made in steps, and the steps counted were three."""
+    return config_for(
+        data_dir,
+        lease_seconds=60.0,
+        heartbeat_seconds=20.0,
+        pools=PoolSettings(fair_share_update_period=60.0),
+    )
 
 
 def tiny(name: str, count: int) -> dict[str, Any]:
