@@ -91,7 +91,7 @@ class Split:
 
     def lines(self) -> list[str]:
         lines = [
-            f"{self.case:10} {pool}: fair {self.fair[pool]:.2f} core,"
+            f"{self.case:13} {pool}: fair {self.fair[pool]:.2f} core,"
             f" measured {self.cores[pool]:.2f} core,"
             f" {self.fraction(pool):.0%} of the burners' CPU (fair {self.fair_fraction(pool):.0%})"
             for pool in sorted(self.cores)
@@ -217,7 +217,7 @@ class Crowding:
 
     def line(self, case: str) -> str:
         return (
-            f"{case:10} others used {self.others:.2f} core, the machine {self.busy:.2f} of"
+            f"{case:13} others used {self.others:.2f} core, the machine {self.busy:.2f} of"
             f" {os.cpu_count()} (load average {os.getloadavg()[0]:.2f}); pb's burner had a"
             f" CPU without pa's in {self.pb_alone:.0%} of samples"
         )

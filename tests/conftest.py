@@ -46,6 +46,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     put_last(items)
 
 
+@pytest.hookimpl(trylast=True)  # after its fixtures are set up: they may be slow
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if is_quiet(item):
         wait_for_turn()

@@ -11,6 +11,10 @@ beside the session (tests/cgroup_v2/beside.py), and the two take turns:
    for that file (``wait_for_turn``), then measure;
 3. the session runs its own quiet tests, the VM's run ended and its VM stopped.
 
+A quiet test waits for its turn once its fixtures are set up, so that slow set-ups (a
+cluster in the emulated guest, its burners deployed and stopped) overlap the session's last
+tests; its fixtures must not burn CPU while they wait.
+
 Every wait is bounded and fails saying what it waited for: a run whose session is gone
 fails its quiet tests at once, one whose turn never came fails them after ``TURN_SECONDS``
 from its start, and the session stops a run that has not ended ``beside.RUN_SECONDS``

@@ -64,7 +64,7 @@ class GuestCrowding:
 
     def line(self, case: str) -> str:
         return (
-            f"{case:10} in the guest others used {self.guest_others:.2f} core, idle"
+            f"{case:13} in the guest others used {self.guest_others:.2f} core, idle"
             f" {self.guest_idle:.2f}, stolen {self.guest_steal:.2f}; on this machine QEMU"
             f" {self.qemu:.2f} core, everything else {self.host_others:.2f} (load average"
             f" {os.getloadavg()[0]:.2f})"
@@ -136,6 +136,10 @@ class GuestMeter:
             self._before = f"kill -STOP {self._pids[container_id]}; "
         else:
             self._guest.sh(f"kill -CONT {self._pids[container_id]}")
+
+    def hold(self, stopped: bool) -> None:
+        """Stop (or resume) every burner at once, e.g. while the test waits for its turn."""
+        self._guest.sh(f"kill -{'STOP' if stopped else 'CONT'} {' '.join(self._pids.values())}")
 
     def measure(self, seconds: float, windows: int) -> list[Reading]:
         return [self._window(seconds) for _ in range(windows)]

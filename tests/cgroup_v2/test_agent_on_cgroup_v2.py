@@ -324,16 +324,18 @@ def test_a_killed_agent_adopts_its_containers_and_restarts_none(
     assert "container removed" not in restarted
 
 
-@pytest.mark.quiet
-def test_pools_get_their_fair_cores_in_the_guest_and_a_busy_pool_takes_the_idle_cpu(
-    cluster: Cluster,
-) -> None:
-    """bench/pools_on_host.py's cases on the guest's two CPUs (each burner requesting 1 CPU,
-    overcommit 2; fair shares 1.0 and 1.0 core), with tests/docker/pool_cores.py's checks
-    in cores, measured in the guest (``GuestMeter``). runc 1.1.5 writes each container's
-    shares as a cpu.weight linearly, so the weights keep the pools' proportions: 3 x 13 for
-    pa against 39 for pb, and with the strong guarantee 3 x 23 against 10. ``quiet``: the
-    guest's CPUs are this machine's, so nothing else may run meanwhile (tests/quiet.py)."""
+@dataclass
+class Burners:
+    ids: dict[str, list[str]]  # pool -> its burners' allot ids
+    meter: GuestMeter
+
+
+@pytest.fixture
+def held_burners(cluster: Cluster) -> Iterator[Burners]:
+    """bench/pools_on_host.py's burners in the guest, running with their weights, then
+    stopped (SIGSTOP) until the test resumes them: deploying them in the emulated guest
+    takes a minute or more, which overlaps the session's last tests while a quiet test
+    waits for its turn. Deleted afterwards."""
     # the earlier tests' containers gone: the burners fill the node's CPU requests
     until(lambda: cluster.guest.started(), lambda found: not found, what="no containers")
     ids = set_up(cluster.url, NODE, request="1")
@@ -348,15 +350,32 @@ def test_pools_get_their_fair_cores_in_the_guest_and_a_busy_pool_takes_the_idle_
         weights = {cid: cluster.guest.cgroup_files(cid)["cpu.weight"] for cid in every}
         assert [weights[cid] for cid in ids["pa"]] == ["13"] * 3, weights  # 341 shares
         assert weights[ids["pb"][0]] == "39", weights  # 1024 shares
-        cases = run_cases(
-            cluster.url,
-            ids,
-            GuestMeter(cluster.guest, ids),
-            window=WINDOW_SECONDS,
-            windows=WINDOWS,
-            settle=lambda: wait_for_weights(cluster.url, ids, within=CONVERGE_SECONDS),
-        )
+        meter = GuestMeter(cluster.guest, ids)
+        meter.hold(True)
+        yield Burners(ids, meter)
     finally:
         for pool in ids:
             api(cluster.url, f"/v1/namespaces/{pool}/deployments/burn", method="DELETE")
+
+
+@pytest.mark.quiet
+def test_pools_get_their_fair_cores_in_the_guest_and_a_busy_pool_takes_the_idle_cpu(
+    cluster: Cluster, held_burners: Burners
+) -> None:
+    """bench/pools_on_host.py's cases on the guest's two CPUs (each burner requesting 1 CPU,
+    overcommit 2; fair shares 1.0 and 1.0 core), with tests/docker/pool_cores.py's checks
+    in cores, measured in the guest (``GuestMeter``). runc 1.1.5 writes each container's
+    shares as a cpu.weight linearly, so the weights keep the pools' proportions: 3 x 13 for
+    pa against 39 for pb, and with the strong guarantee 3 x 23 against 10. ``quiet``: the
+    guest's CPUs are this machine's, so nothing else may run meanwhile (tests/quiet.py)."""
+    ids, meter = held_burners.ids, held_burners.meter
+    meter.hold(False)
+    cases = run_cases(
+        cluster.url,
+        ids,
+        meter,
+        window=WINDOW_SECONDS,
+        windows=WINDOWS,
+        settle=lambda: wait_for_weights(cluster.url, ids, within=CONVERGE_SECONDS),
+    )
     assert_cases(cases)
