@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ class Beside:
         self._process = process
         self._outcomes: dict[str, Outcome] | None = None
         self._stopped_after: float | None = None  # seconds after its turn, if it was stopped
+        self.waited: tuple[float, float] | None = None  # monotonic: turn given, run ended
 
     @classmethod
     def start(cls, run_dir: Path, nodeids: list[str]) -> Beside:
@@ -89,11 +91,13 @@ class Beside:
         ``within`` seconds later."""
         if self._outcomes is None:
             (self.run_dir / TURN_NAME).touch()
+            began = time.monotonic()
             try:
                 self._process.wait(timeout=within)
             except subprocess.TimeoutExpired:
                 self.stop()
                 self._stopped_after = within
+            self.waited = (began, time.monotonic())
             self._outcomes = _read(self.run_dir / "results.jsonl")
         found = self._outcomes.get(nodeid)
         if found is not None:

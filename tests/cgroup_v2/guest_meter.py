@@ -1,11 +1,14 @@
 """CPU burners in the cgroup v2 guest, measured there (bench/pools_on_host.py's ``Meter``).
 
 Each window is read in the guest by one shell command, with shell builtins only between
-its two readings: the guest's clock (``/proc/uptime``), its ``/proc/stat`` and each
-burner's ``usage_usec``. So neither the ssh round trips nor this machine's clock enter the
-figures, and the guest's own ``/proc/stat`` says where the rest of its CPUs went: its
-other processes (agent, dockerd), idle, stolen. Around each command this machine's
-``/proc/stat`` and QEMU's CPU time say what else ran here.
+its two readings: the guest's clock (``/proc/uptime``), its ``/proc/stat``, each burner's
+``usage_usec`` and the sum of the top-level cgroups' (every process of the guest). So
+neither the ssh round trips nor this machine's clock enter the figures, and the guest says
+where the rest of its CPUs went: its other processes (agent, dockerd), from the cgroups'
+exact times, and from ``/proc/stat``'s ticks, what it counted busy, idle and stolen (an
+emulated guest whose host is busy loses ticks: then the ticks fall short of its CPUs).
+Around each command this machine's ``/proc/stat`` and QEMU's CPU time say what else ran
+here.
 
     meter = GuestMeter(guest, {"pa": [id, ...], "pb": [id]})
     meter.pause(pb_id, True)          # the stop goes with the next window's command
@@ -35,39 +38,42 @@ class Snapshot:
     clock: float
     stat: list[int]  # user nice system idle iowait irq softirq steal ...
     used: dict[str, float]
+    everything: float  # CPU time of every process in the guest's cgroups
 
     @classmethod
     def parse(cls, line: str, ids: list[str]) -> Snapshot:
-        # "<uptime> cpu <fields...> | <usage_usec per burner>"
-        head, _, tail = line.partition("|")
+        # "<uptime> cpu <fields...> | <usage_usec per burner> | <usage_usec of all>"
+        head, burners, everything = line.split("|")
         words = head.split()
-        usecs = [int(word) for word in tail.split()]
+        usecs = [int(word) for word in burners.split()]
         assert len(usecs) == len(ids), line
         return cls(
             clock=float(words[0]),
             stat=[int(word) for word in words[2:]],
             used={cid: usec / 1e6 for cid, usec in zip(ids, usecs, strict=True)},
+            everything=int(everything) / 1e6,
         )
 
 
 @dataclass(frozen=True)
 class GuestCrowding:
     """What else used the CPUs during a window, in cores: in the guest, its other
-    processes, its idle time and time stolen from it; on this machine, QEMU (the whole
-    guest) and everything else."""
+    processes, and what its ticks counted busy, idle and stolen; on this machine, QEMU
+    (the whole guest) and everything else."""
 
     guest_others: float
-    guest_idle: float
-    guest_steal: float
+    ticks_busy: float
+    ticks_idle: float
+    ticks_stolen: float
     qemu: float
     host_others: float
 
     def line(self, case: str) -> str:
         return (
-            f"{case:13} in the guest others used {self.guest_others:.2f} core, idle"
-            f" {self.guest_idle:.2f}, stolen {self.guest_steal:.2f}; on this machine QEMU"
-            f" {self.qemu:.2f} core, everything else {self.host_others:.2f} (load average"
-            f" {os.getloadavg()[0]:.2f})"
+            f"{case:13} in the guest others used {self.guest_others:.2f} core (ticks: busy"
+            f" {self.ticks_busy:.2f}, idle {self.ticks_idle:.2f}, stolen"
+            f" {self.ticks_stolen:.2f}); on this machine QEMU used {self.qemu:.2f} core,"
+            f" everything else {self.host_others:.2f} (load average {os.getloadavg()[0]:.2f})"
         )
 
 
@@ -76,11 +82,11 @@ def crowding(first: Snapshot, last: Snapshot, burners: float, host: HostTimes) -
     seconds = last.clock - first.clock
     delta = [b - a for a, b in zip(first.stat, last.stat, strict=False)]
     user, nice, system, idle, iowait, irq, softirq, steal = delta[:8]
-    busy = (user + nice + system + irq + softirq) / GUEST_HZ / seconds
     return GuestCrowding(
-        guest_others=busy - burners,
-        guest_idle=(idle + iowait) / GUEST_HZ / seconds,
-        guest_steal=steal / GUEST_HZ / seconds,
+        guest_others=(last.everything - first.everything) / seconds - burners,
+        ticks_busy=(user + nice + system + irq + softirq) / GUEST_HZ / seconds,
+        ticks_idle=(idle + iowait) / GUEST_HZ / seconds,
+        ticks_stolen=steal / GUEST_HZ / seconds,
         qemu=host.qemu,
         host_others=host.others,
     )
@@ -151,7 +157,10 @@ class GuestMeter:
             "snap() { read -r up _ < /proc/uptime; read -r cpu < /proc/stat;"
             ' printf "%s %s |" "$up" "$cpu";'
             f" for f in {files}; do while read -r k v; do"
-            ' [ "$k" = usage_usec ] && printf " %s" "$v"; done < "$f"; done; echo; }'
+            ' [ "$k" = usage_usec ] && printf " %s" "$v"; done < "$f"; done;'
+            " all=0; for f in /sys/fs/cgroup/*/cpu.stat; do while read -r k v; do"
+            ' [ "$k" = usage_usec ] && all=$((all + v)); done < "$f"; done;'
+            ' printf " | %s\n" "$all"; }'
         )
         watch = HostWatch(self._qemu_pid)
         said = self._guest.sh(f"{snap}; {self._before}snap; sleep {seconds}; snap")
