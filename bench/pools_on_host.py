@@ -1,16 +1,18 @@
 """Pools on one real host: how the CPU of CPU burners splits between two pools.
 
-    .venv/bin/python bench/pools_on_host.py [--window 10] [--cpus 2] [--settle 0]
+    .venv/bin/python bench/pools_on_host.py [--window 10] [--windows 1] [--cpus 2] [--settle 0]
 
 A real coordinator and agent of this host (``--cpus`` CPUs offered, node ``cpu_overcommit``
 2) run burners (``sh -c 'while :; do :; done'`` in allot/busybox:test), each requesting
 half the node's CPUs (1 CPU of 2), in two pools of equal weight: 3 in ``pa`` and 1 in
 ``pb``. Each pool's CPU is measured from
-its containers' cgroups (CPU time over a window of ``--window`` seconds) in three cases:
+its containers' cgroups (CPU time over ``--windows`` windows of ``--window`` seconds each)
+in three cases:
 
 - ``both``: every burner burns; the tree says 1.0 and 1.0 core;
 - ``idle pb``: ``pb``'s burner is stopped (SIGSTOP; its container stays, so its pool keeps
-  its demand and its fair share), and ``pa`` may take what ``pb`` leaves idle;
+  its demand and its fair share), and ``pa`` may take what ``pb`` leaves idle; the first
+  window begins as it stops;
 - ``strong pa``: ``pa`` holds a strong guarantee of 3/4 of the CPUs, 1.5 of 2 (every
   burner burns); the tree says 1.75 and 0.25 core (pools spec section 3, step 5).
 
@@ -23,6 +25,8 @@ balancing. The machine is shared, so the absolute cores
 depend on what else runs; the fractions are what the pools' weights decide. Before each
 case it waits for the agent to report the containers' weights; ``--settle S`` sleeps S
 seconds instead, for a coordinator from before pools set weights.
+
+tests/docker/test_pools_on_host.py runs the same cases (``run_cases``) and asserts cores.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 if str(REPOSITORY) not in sys.path:  # run as a script: the repository's modules
@@ -62,6 +66,12 @@ PLACEMENT_EVERY = 0.1  # seconds between looks at which CPU each burner is on
 CpuClock = Callable[[list[str]], dict[str, float]]
 
 
+class Said(Protocol):
+    def line(self, case: str) -> str:
+        """What else used the CPUs during the case's window, on one line."""
+        ...
+
+
 @dataclass(frozen=True)
 class Split:
     """One case's figures per pool: fair cores (the tree's), cores measured, and the
@@ -70,7 +80,7 @@ class Split:
     case: str
     fair: dict[str, float]
     cores: dict[str, float]
-    crowding: Crowding | None = None
+    crowding: Said | None = None
 
     def fraction(self, pool: str) -> float:
         total = sum(self.cores.values())
@@ -81,7 +91,7 @@ class Split:
 
     def lines(self) -> list[str]:
         lines = [
-            f"{self.case:10} {pool}: fair {self.fair[pool]:.2f} core,"
+            f"{self.case:13} {pool}: fair {self.fair[pool]:.2f} core,"
             f" measured {self.cores[pool]:.2f} core,"
             f" {self.fraction(pool):.0%} of the burners' CPU (fair {self.fair_fraction(pool):.0%})"
             for pool in sorted(self.cores)
@@ -147,7 +157,7 @@ def wait_for_weights(
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"weights never followed the fair shares {fair}: {off}")
-        time.sleep(0.5)
+        time.sleep(0.2)
 
 
 def wait_for_update(url: str, before: Mapping[str, float]) -> None:
@@ -207,9 +217,9 @@ class Crowding:
 
     def line(self, case: str) -> str:
         return (
-            f"{case:10} others used {self.others:.2f} core, the machine {self.busy:.2f} of"
-            f" {os.cpu_count()}; pb's burner had a CPU without pa's in {self.pb_alone:.0%}"
-            " of samples"
+            f"{case:13} others used {self.others:.2f} core, the machine {self.busy:.2f} of"
+            f" {os.cpu_count()} (load average {os.getloadavg()[0]:.2f}); pb's burner had a"
+            f" CPU without pa's in {self.pb_alone:.0%} of samples"
         )
 
 
@@ -273,52 +283,94 @@ def host_pid(client: docker.DockerClient, container_id: str) -> int:
     return int(found.attrs["State"]["Pid"])
 
 
+@dataclass(frozen=True)
+class Reading:
+    """One window: each pool's cores, and what else used the CPUs meanwhile."""
+
+    cores: dict[str, float]
+    crowding: Said
+
+
+class Meter(Protocol):
+    """Where the burners run: this host, or a VM."""
+
+    def measure(self, seconds: float, windows: int) -> list[Reading]:
+        """``windows`` windows of ``seconds``, one after the other."""
+        ...
+
+    def pause(self, container_id: str, stopped: bool) -> None:
+        """Stop (SIGSTOP) or resume the burner of one container."""
+        ...
+
+
+class HostMeter:
+    """The burners of this host: CPU time from their cgroups, and the machine's
+    ``/proc/stat`` and the burners' CPUs for what else ran (``CrowdWatch``)."""
+
+    def __init__(self, client: docker.DockerClient, ids: Mapping[str, list[str]]) -> None:
+        self._ids = ids
+        self._clock = host_clock(client)
+        self._pids = {cid: host_pid(client, cid) for members in ids.values() for cid in members}
+
+    def measure(self, seconds: float, windows: int) -> list[Reading]:
+        readings = []
+        for _ in range(windows):
+            crowd = CrowdWatch(self._ids, self._pids)
+            cores = measure(self._clock, self._ids, seconds, meanwhile=crowd)
+            readings.append(Reading(cores, crowd.crowding(sum(cores.values()))))
+        return readings
+
+    def pause(self, container_id: str, stopped: bool) -> None:
+        os.kill(self._pids[container_id], signal.SIGSTOP if stopped else signal.SIGCONT)
+
+
+CASES = ("both", "idle pb", "strong pa")
+
+
 def run_cases(
     url: str,
     ids: dict[str, list[str]],
-    clock: CpuClock,
+    meter: Meter,
     *,
     window: float,
-    pause: Callable[[str, bool], None],
+    windows: int,
     settle: Callable[[], None],
-    pids: Mapping[str, int],
-) -> list[Split]:
-    """The three cases, in order; ``pause(container_id, stopped)`` stops or resumes one
-    container's burner, ``settle()`` waits for the containers' weights; ``pids``:
-    container id -> its burner's process."""
+) -> dict[str, list[Split]]:
+    """The three cases, in order: each case (``CASES``) -> its windows' splits;
+    ``settle()`` waits for the containers' weights."""
     pools = sorted(ids)
 
-    def split(case: str) -> Split:
-        crowd = CrowdWatch(ids, pids)
-        cores = measure(clock, ids, window, meanwhile=crowd)
-        return Split(case, fair_cores(url, pools), cores, crowd.crowding(sum(cores.values())))
+    def splits(case: str) -> list[Split]:
+        fair = fair_cores(url, pools)
+        return [
+            Split(f"{case} {n}/{windows}", fair, reading.cores, reading.crowding)
+            for n, reading in enumerate(meter.measure(window, windows), start=1)
+        ]
 
     settle()
-    splits = [split("both")]
+    cases = {"both": splits("both")}
     (idle,) = ids["pb"]
-    pause(idle, True)
+    meter.pause(idle, True)
     try:
-        splits.append(split("idle pb"))
+        cases["idle pb"] = splits("idle pb")
     finally:
-        pause(idle, False)
+        meter.pause(idle, False)
     before = fair_cores(url, pools)
     set_strong(url, STRONG_FRACTION * sum(before.values()))  # every CPU is shared out
     wait_for_update(url, before)
     settle()
-    splits.append(split("strong pa"))
-    return splits
+    cases["strong pa"] = splits("strong pa")
+    return cases
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--windows", type=int, default=1, help="measurements per case")
     parser.add_argument("--cpus", type=int, default=2, help="CPUs the node offers")
     parser.add_argument("--settle", type=float, default=0.0, help="sleep, not wait for weights")
     args = parser.parse_args()
     client = docker.from_env()
-
-    def pause(container_id: str, stopped: bool) -> None:
-        os.kill(host_pid(client, container_id), signal.SIGSTOP if stopped else signal.SIGCONT)
 
     with (
         tempfile.TemporaryDirectory(prefix="allot-pools-bench-") as workdir,
@@ -333,15 +385,19 @@ def main() -> None:
             else:
                 wait_for_weights(cluster.url, ids)
 
-        clock = host_clock(client)
-        pids = {cid: host_pid(client, cid) for members in ids.values() for cid in members}
-        splits = run_cases(
-            cluster.url, ids, clock, window=args.window, pause=pause, settle=settle, pids=pids
+        cases = run_cases(
+            cluster.url,
+            ids,
+            HostMeter(client, ids),
+            window=args.window,
+            windows=args.windows,
+            settle=settle,
         )
     load = os.getloadavg()[0]
     print(f"node of {args.cpus} CPU(s); load average at the end {load:.2f} on this shared host")
-    for split in splits:
-        print("\n".join(split.lines()))
+    for splits in cases.values():
+        for split in splits:
+            print("\n".join(split.lines()))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import settings
 
 from bench.etcd_cluster import MAX_TXN_OPS, EtcdCluster, EtcdUnavailable, etcd_missing
+from tests.quiet import is_quiet, put_last, wait_for_turn
 
 # No per-example deadline: on a loaded two-core CI machine a slow example is not a
 # failure (speed is measured by bench/, never asserted in tests). A failing example is
@@ -36,6 +37,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("ALLOT_CONTEXT", None)
     missing = Path(tempfile.gettempdir()) / f"allot-tests-{os.getpid()}" / "no-config.toml"
     os.environ["ALLOT_CONFIG"] = str(missing)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    """The quiet tests last, after every other hook has ordered the items (tests/quiet.py)."""
+    yield
+    put_last(items)
+
+
+@pytest.hookimpl(trylast=True)  # after its fixtures are set up: they may be slow
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if is_quiet(item):
+        wait_for_turn()
 
 
 @pytest.fixture

@@ -11,6 +11,11 @@ failure with that run's report of it.
     outcome = beside.outcome("tests/cgroup_v2/test_x.py::test_y")   # waits for the run
     beside.stop()
 
+The session asks for the first outcome once its own tests but the quiet ones are done (its
+items for the VM's tests come just before its quiet tests), so that is when it gives the
+second run its turn for the quiet tests (tests/quiet.py) and waits for that run to end,
+at most ``RUN_SECONDS``.
+
 The second run writes one JSON line per test phase (``record``, which its conftest calls
 from ``pytest_runtest_logreport``) to the file named by ``RESULTS``.
 """
@@ -23,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +36,17 @@ from typing import Any
 import pytest
 
 from tests.cgroup_v2.guest import Guest
+from tests.quiet import SESSION, TURN
 
 RESULTS = "ALLOT_CGROUP2_RESULTS"  # set in the second run: where it records outcomes
 ROOT = Path(__file__).resolve().parents[2]
 TAIL_LINES = 40
 BOOT_DIR = "ALLOT_CGROUP2_BOOT_DIR"  # set in the second run: where it boots its VM
 BOOT_DIR_NAME = "vm"
+TURN_NAME = "quiet-turn"
+# After its turn: the rest of the VM's tests (all of them, should the session's other tests
+# have ended first), then its quiet ones, which take minutes in the emulated guest.
+RUN_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
@@ -49,12 +60,20 @@ class Beside:
         self.run_dir = run_dir
         self._process = process
         self._outcomes: dict[str, Outcome] | None = None
+        self._stopped_after: float | None = None  # seconds after its turn, if it was stopped
+        self.waited: tuple[float, float] | None = None  # monotonic: turn given, run ended
 
     @classmethod
     def start(cls, run_dir: Path, nodeids: list[str]) -> Beside:
         results = run_dir / "results.jsonl"
         (run_dir / BOOT_DIR_NAME).mkdir()
-        environment = {**os.environ, RESULTS: str(results), BOOT_DIR: str(run_dir / BOOT_DIR_NAME)}
+        environment = {
+            **os.environ,
+            RESULTS: str(results),
+            BOOT_DIR: str(run_dir / BOOT_DIR_NAME),
+            TURN: str(run_dir / TURN_NAME),
+            SESSION: str(os.getpid()),
+        }
         with (run_dir / "pytest.log").open("wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *nodeids],
@@ -66,18 +85,33 @@ class Beside:
             )
         return cls(run_dir, process)
 
-    def outcome(self, nodeid: str) -> Outcome:
-        """The test's outcome in the second run, once that run has ended."""
+    def outcome(self, nodeid: str, *, within: float = RUN_SECONDS) -> Outcome:
+        """The test's outcome in the second run, once that run has ended; the first call
+        gives that run its turn for the quiet tests, and stops it if it has not ended
+        ``within`` seconds later."""
         if self._outcomes is None:
-            self._process.wait()
+            (self.run_dir / TURN_NAME).touch()
+            began = time.monotonic()
+            try:
+                self._process.wait(timeout=within)
+            except subprocess.TimeoutExpired:
+                self.stop()
+                self._stopped_after = within
+            self.waited = (began, time.monotonic())
             self._outcomes = _read(self.run_dir / "results.jsonl")
         found = self._outcomes.get(nodeid)
         if found is not None:
             return found
+        if self._stopped_after is None:
+            how = f"(exit status {self._process.returncode}) did not run {nodeid}"
+        else:
+            how = (
+                f"had not ended {self._stopped_after:.0f} s after this session's other tests"
+                f" were done and was stopped before it ran {nodeid}"
+            )
         return Outcome(
             "failed",
-            f"the cgroup v2 tests' own pytest run (exit status {self._process.returncode})"
-            f" did not run {nodeid}; the end of its output:\n{self.said()}",
+            f"the cgroup v2 tests' own pytest run {how}; the end of its output:\n{self.said()}",
         )
 
     def said(self) -> str:

@@ -109,11 +109,18 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def _say_the_time(reporter: pytest.TerminalReporter) -> None:
     now = time.monotonic()
     took = now - _clock["start"]
-    vm_part = now - _clock.get("vm", now)
-    waited = "waiting for" if _beside else "for"
-    reporter.write_line(
-        f"the run took {took:.0f}s, of which {vm_part:.0f}s {waited} the cgroup v2 tests at its end"
-    )
+    if _beside and _beside[0].waited is not None:
+        began, ended = _beside[0].waited
+        reporter.write_line(
+            f"the run took {took:.0f}s; at its end it waited {ended - began:.0f}s for the"
+            f" cgroup v2 tests (their quiet ones in their turn), then {now - ended:.0f}s"
+            " for its own quiet tests"
+        )
+    else:
+        vm_part = now - _clock.get("vm", now)
+        reporter.write_line(
+            f"the run took {took:.0f}s, of which {vm_part:.0f}s for the cgroup v2 tests at its end"
+        )
     if took > BUDGET_SECONDS:
         over = f"{took - BUDGET_SECONDS:.0f}s over make test's budget of {BUDGET_SECONDS}s"
         reporter.write_line(over, yellow=True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cgroup_v2.beside import Beside, Outcome, _read
+from tests.cgroup_v2.beside import TURN_NAME, Beside, Outcome, _read
 
 
 def phase(nodeid: str, when: str, outcome: str, text: str = "") -> str:
@@ -50,3 +50,26 @@ def test_a_test_the_run_did_not_reach_fails_with_the_end_of_its_output(tmp_path:
     assert outcome.status == "failed"
     assert "exit status 4" in outcome.text
     assert "ERROR: boom" in outcome.text
+
+
+def test_the_first_outcome_gives_the_run_its_turn_for_the_quiet_tests(tmp_path: Path) -> None:
+    # a run whose quiet test waits for its turn, then records its outcome
+    turn, results = tmp_path / TURN_NAME, tmp_path / "results.jsonl"
+    line = phase("t.py::quiet", "call", "passed")
+    code = (
+        "import pathlib, time\n"
+        f"while not pathlib.Path({str(turn)!r}).exists(): time.sleep(0.05)\n"
+        f"pathlib.Path({str(results)!r}).write_text({line!r} + '\\n')\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    assert Beside(tmp_path, process).outcome("t.py::quiet", within=60) == Outcome("passed", "")
+
+
+def test_a_run_that_outlasts_its_bound_is_stopped_and_its_tests_fail(tmp_path: Path) -> None:
+    (tmp_path / "pytest.log").write_text("tests/cgroup_v2/test_x.py::test_y still measuring\n")
+    process = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    outcome = Beside(tmp_path, process).outcome("t.py::late", within=0.5)
+    assert process.poll() is not None  # stopped, not left behind
+    assert outcome.status == "failed"
+    assert "had not ended 0 s after this session's other tests" in outcome.text
+    assert "still measuring" in outcome.text
