@@ -123,17 +123,25 @@ class Service:
         return self.log.read_text() if self.log.exists() else ""
 
     def wait_for(
-        self, pattern: str, *, timeout: float = 15.0, after: int | None = None
+        self,
+        pattern: str,
+        *,
+        timeout: float = 15.0,
+        after: int | None = None,
+        from_children: bool = False,
     ) -> re.Match[str]:
         """The first match of ``pattern`` in the log at or after offset ``after`` (by
-        default, where this run of the service began)."""
+        default, where this run of the service began). ``from_children``: the service has
+        exited on purpose, and what is awaited is written by a process it started."""
         deadline = time.monotonic() + timeout
         start = self.log_start if after is None else after
         while True:
             match = re.compile(pattern).search(self.text(), start)
             if match is not None:
                 return match
-            if self.process is not None and self.process.poll() is not None:
+            exited = self.process is not None and self.process.poll() is not None
+            if exited and not from_children:
+                assert self.process is not None
                 raise AssertionError(
                     f"{self.name} exited ({self.process.returncode}):\n{self.text()}"
                 )

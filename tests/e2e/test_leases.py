@@ -106,7 +106,7 @@ def test_a_lease_process_of_its_own_goes_with_its_coordinator_and_keeps_the_leas
     assert grant(leases, "c0", 60, has=60) == 60  # learning: the store is new
     assert grant(server, "c1", 100, has=40) == 40
     first.kill9()
-    first.wait_for(r'lease process stopping reason="the coordinator is gone"')
+    first.wait_for(r'lease process stopping reason="the coordinator is gone"', from_children=True)
 
     port = int(server.rsplit(":", 1)[1])
     second = Service.coordinator(tmp_path, port=port, toml=toml).start()
