@@ -2,7 +2,11 @@
 a real coordinator and agent on a node of this host's 2 CPUs, CPU burners in two pools of
 equal weight, 3 in ``pa`` and 1 in ``pb``, each requesting 1 CPU with the node's
 ``cpu_overcommit`` 2, so the tree's fair shares are 1.0 and 1.0 core; the checks are
-tests/docker/pool_cores.py's, and ``pa``'s burners are never throttled.
+tests/docker/pool_cores.py's, and ``pa``'s burners keep their own CPU limit as their only
+CFS quota (the request, 1 core, when no ``cpu_limit`` is given): no quota holds ``pa`` at
+its share. A single-threaded burner at a 1-core quota may still be throttled a period
+now and then, so the quota itself is checked, not the throttle count (an earlier form
+counted throttles and failed, in one quiet run, on a single throttled period).
 
 Cores are what the host gives when nothing else runs, so the test is ``quiet``: it runs at
 the end of the session, alone (tests/quiet.py). Each case is measured over WINDOWS
@@ -26,11 +30,13 @@ WINDOW_SECONDS = 10.0
 WINDOWS = 2
 
 
-def throttled(client: docker.DockerClient, container_id: str) -> int:
-    """How many CFS periods the container's cgroup has been throttled in so far."""
-    stat = cgroup_dir(host_pid(client, container_id), "cpu") / "cpu.stat"
-    fields = dict(line.split() for line in stat.read_text().splitlines())
-    return int(fields["nr_throttled"])
+OWN_LIMIT_US = 100_000  # each burner's own limit: its request of 1 CPU, a whole period
+
+
+def cfs_quota(client: docker.DockerClient, container_id: str) -> int:
+    """The container's CFS quota in microseconds a period (-1: none)."""
+    quota = cgroup_dir(host_pid(client, container_id), "cpu") / "cpu.cfs_quota_us"
+    return int(quota.read_text())
 
 
 def test_pools_get_their_fair_cores_and_a_busy_pool_takes_the_idle_cpu(
@@ -39,7 +45,6 @@ def test_pools_get_their_fair_cores_and_a_busy_pool_takes_the_idle_cpu(
     with running_cluster(tmp_path, docker_client, nodes=1, cpus_each=2) as cluster:
         ids = set_up(cluster.url, cluster.nodes[0], request="1")
         wait_until_running(cluster.url, 4)
-        before = [throttled(docker_client, cid) for cid in ids["pa"]]
         cases = run_cases(
             cluster.url,
             ids,
@@ -48,8 +53,8 @@ def test_pools_get_their_fair_cores_and_a_busy_pool_takes_the_idle_cpu(
             windows=WINDOWS,
             settle=lambda: wait_for_weights(cluster.url, ids),
         )
-        after = [throttled(docker_client, cid) for cid in ids["pa"]]
+        quotas = [cfs_quota(docker_client, cid) for cid in ids["pa"]]
 
     assert_cases(cases)
-    # pa's fair share is 1 core, yet no quota held it there: it took pb's
-    assert after == before, f"pa's burners throttled {before} -> {after} times (a CFS quota)"
+    # No quota below each burner's own limit: what pa got beyond its share, the weights gave
+    assert quotas == [OWN_LIMIT_US] * len(quotas), f"pa's burners' CFS quotas: {quotas}"
