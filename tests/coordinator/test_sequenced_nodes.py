@@ -35,6 +35,7 @@ from tests.coordinator.conftest import (
     start,
 )
 from tests.coordinator.store_engines import Engine, sqlite_engine
+from tests.coordinator.test_node_delete import coordinator_on as deleting_coordinator_on
 from tests.coordinator.test_stopping_api import _plain
 
 NAMESPACE = "mini"
@@ -46,17 +47,10 @@ LEASE_SECONDS = 60.0  # no node is lost during a test: only what the test sends 
 
 @contextlib.asynccontextmanager
 async def coordinator_on(engine: Engine, data_dir: Path) -> AsyncIterator[Coordinator]:
-    store: dict[str, Any] = {}
-    if engine.etcd is not None:
-        store = {"store": "etcd", "etcd_endpoints": list(engine.etcd.endpoints)}
-        store["etcd_prefix"] = engine.etcd.prefix
-    config = config_for(data_dir, lease_seconds=LEASE_SECONDS, heartbeat_seconds=20.0, **store)
-    runner, url = await start(config)
-    try:
-        async with aiohttp.ClientSession() as http:
-            yield Coordinator(url=url, app=runner.app, http=http)
-    finally:
-        await runner.cleanup()
+    """``test_node_delete``'s coordinator, with heartbeats that the lease outlasts."""
+    settings = {"lease_seconds": LEASE_SECONDS, "heartbeat_seconds": 20.0}
+    async with deleting_coordinator_on(engine, data_dir, **settings) as running:
+        yield running
 
 
 @pytest.fixture
