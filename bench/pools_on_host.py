@@ -67,6 +67,11 @@ CpuClock = Callable[[list[str]], dict[str, float]]
 
 
 class Said(Protocol):
+    @property
+    def others(self) -> float:
+        """Cores everything but the burners used on the burners' CPUs during the window."""
+        ...
+
     def line(self, case: str) -> str:
         """What else used the CPUs during the case's window, on one line."""
         ...

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import settings
 
 from bench.etcd_cluster import MAX_TXN_OPS, EtcdCluster, EtcdUnavailable, etcd_missing
-from tests.quiet import is_quiet, put_last, wait_for_turn
+from tests.beside import end_runs, record, run_groups_beside
+from tests.quiet import is_quiet, told, wait_for_turn
 
 # No per-example deadline: on a loaded two-core CI machine a slow example is not a
 # failure (speed is measured by bench/, never asserted in tests). A failing example is
@@ -40,16 +41,32 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
-    """The quiet tests last, after every other hook has ordered the items (tests/quiet.py)."""
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Iterator[None]:
+    """After every other hook has ordered and deselected the items: the slow groups in runs
+    of their own beside this one (tests/beside.py), the quiet tests last (tests/quiet.py)."""
     yield
-    put_last(items)
+    run_groups_beside(items, config)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    record(report)  # in a run beside a session, for that session (tests/beside.py)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    end_runs(session.config.pluginmanager.get_plugin("terminalreporter"))
 
 
 @pytest.hookimpl(trylast=True)  # after its fixtures are set up: they may be slow
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if is_quiet(item):
         wait_for_turn()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in told():  # the quiet tests' figures (tests/quiet.py)
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture

@@ -2,14 +2,15 @@
 
 A test marked ``quiet`` asserts cores, not proportions, so nothing else of the run may use
 the CPUs beside it. Quiet tests run after every other test of the run, one at a time
-(``put_last``). In ``make test`` the cgroup v2 VM's tests run in a pytest of their own
-beside the session (tests/cgroup_v2/beside.py), and the two take turns:
+(tests/beside.py orders them). In ``make test`` groups of slow tests run in pytest runs of
+their own beside the session (tests/beside.py): the host's Docker and end-to-end tests,
+which have no quiet tests there, and the cgroup v2 VM's, which has. They take turns:
 
-1. the session runs its other tests while the VM's run runs its own other tests;
-2. once the session's other tests are done, it gives the VM's run its turn (creates the
-   file ``TURN`` names there) and waits for that run to end; the run's quiet tests wait
-   for that file (``wait_for_turn``), then measure;
-3. the session runs its own quiet tests, the VM's run ended and its VM stopped.
+1. the session runs its other tests while each run beside it runs its own other tests;
+2. once the session's other tests are done, it waits for the host's runs, then gives the
+   VM's run its turn (creates the file ``TURN`` names there) and waits for it to end; the
+   run's quiet tests wait for that file (``wait_for_turn``), then measure;
+3. the session runs its own quiet tests, every run beside it ended and the VM stopped.
 
 A quiet test waits for its turn once its fixtures are set up, so that slow set-ups (a
 cluster in the emulated guest, its burners deployed and stopped) overlap the session's last
@@ -20,8 +21,8 @@ fails its quiet tests at once, one whose turn never came fails them after ``TURN
 from its start, and the session stops a run that has not ended ``beside.RUN_SECONDS``
 after its turn. A run on its own (``pytest -m cgroup_v2``, or one file) waits for nobody.
 
-    put_last(items)    # pytest_collection_modifyitems, after every other hook's order
     wait_for_turn()    # before each quiet test; returns at once unless a session gives turns
+    tell(lines)        # a quiet test's figures, printed at the run's end whatever its outcome
 """
 
 from __future__ import annotations
@@ -44,11 +45,6 @@ _STARTED = time.monotonic()  # this module is imported as the run's conftest is 
 
 def is_quiet(item: pytest.Item) -> bool:
     return item.get_closest_marker(MARKER) is not None
-
-
-def put_last(items: list[pytest.Item]) -> None:
-    """The quiet tests after all others, each group in its own order."""
-    items.sort(key=is_quiet)
 
 
 class NoTurn(Exception):
@@ -100,3 +96,18 @@ def wait_for_turn() -> None:
         turn.wait()
     except NoTurn as error:
         pytest.fail(str(error), pytrace=False)
+
+
+FIGURES = "figures: "  # how each line of ``tell`` begins in the run's summary
+_told: list[str] = []
+
+
+def tell(lines: list[str]) -> None:
+    """Keep a quiet test's figures for the run's summary (``told``): what it measured is
+    worth reading when it passes, not only when an assertion prints it."""
+    _told.extend(lines)
+
+
+def told() -> list[str]:
+    """The figures quiet tests kept, each line beginning with ``FIGURES``."""
+    return [FIGURES + line for line in _told]

@@ -3,11 +3,12 @@
 ``make test`` runs these tests; the first run on a machine builds the VM's image (as root),
 and every run boots it once (the README has the measured times). In a session that holds
 other tests too, a pytest of their own boots the VM and runs them from the end of
-collection on, beside the rest of the suite (``beside``); this session's items for them
-come last and report that run's outcomes. Alone (``pytest -m cgroup_v2``) they run here,
-the boot started in the background as soon as they are collected. When the VM cannot be
-provided the tests fail, saying why; they are skipped only when a person asks for it
-with ALLOT_SKIP_CGROUP_V2_TESTS=1.
+collection on, beside the rest of the suite (tests/beside.py); this session's items for
+them come after the host's groups, before the quiet tests, and report that run's
+outcomes. Alone (``pytest -m cgroup_v2``) they run here, the boot started in the
+background as soon as they are collected. When the VM cannot be provided the tests fail,
+saying why; they are skipped only when a person asks for it with
+ALLOT_SKIP_CGROUP_V2_TESTS=1.
 
 The VM costs the whole run time, so a run that boots it says at its end how long it took,
 the VM's part, and by how much it went over make test's budget of 15 minutes. It does not
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cgroup_v2.beside import BOOT_DIR, RESULTS, Beside, Reported, record
+from tests.beside import BUDGET_SECONDS, ONE_RUN, RESULTS, Beside, Reported
 from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable
 
 OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
@@ -32,7 +33,8 @@ OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
 # for working on these tests without a boot per run.
 RUNNING = "ALLOT_CGROUP2_RUN_DIR"
 MARKER = "cgroup_v2"
-BUDGET_SECONDS = 15 * 60
+BOOT_DIR = "ALLOT_CGROUP2_BOOT_DIR"  # set in the VM tests' own run: where it boots its VM
+BOOT_DIR_NAME = "vm"
 _boot: list[Booting] = []  # the one boot of this run, once begun
 _beside: list[Beside] = []  # the VM tests' own pytest run, when they run beside the rest
 # Monotonic times: "start" of the run (this file is read as collection begins: a
@@ -48,15 +50,24 @@ def _wanted(items: list[pytest.Item]) -> bool:
 
 
 @pytest.hookimpl(trylast=True)  # after ``-m`` and ``-k`` have deselected what they do
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The VM's tests after all others, in their own order; in a session that holds
     others too, run in a pytest of their own beside them (``beside``)."""
     items.sort(key=lambda item: item.get_closest_marker(MARKER) is not None)
     ours = [item for item in items if item.get_closest_marker(MARKER)]
     if not ours or len(ours) == len(items) or os.environ.get(RESULTS) or not _wanted(items):
         return
+    if config.option.collectonly or os.environ.get(ONE_RUN) == "1":
+        return
     run_dir = Path(tempfile.mkdtemp(prefix="allot-cgroup2-tests-"))
-    beside = Beside.start(run_dir, [item.nodeid for item in ours])
+    (run_dir / BOOT_DIR_NAME).mkdir()
+    beside = Beside.start(
+        run_dir,
+        [item.nodeid for item in ours],
+        "cgroup v2 tests",
+        environment={BOOT_DIR: str(run_dir / BOOT_DIR_NAME)},
+        on_stop=Guest(run_dir / BOOT_DIR_NAME).stop,
+    )
     _beside.append(beside)
     for index, item in enumerate(ours, start=len(items) - len(ours)):
         assert item.parent is not None
@@ -82,45 +93,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _clock.setdefault("vm", time.monotonic())
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    record(report)  # in the VM tests' own run, for the session that started it
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A run that booted the VM itself (alone, or the VM tests' own run) stops it and
+    says what its boot and the VM's tests took; tests/beside.py ends a run beside."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if (_boot or _beside) and reporter is not None:
-        _say_the_time(reporter)
-    for beside in _beside:
-        beside.stop()
-        if reporter is not None:  # its summary, and what its boot took
-            for line in beside.said().splitlines()[-3:]:
-                reporter.write_line(f"cgroup v2 tests' run: {line}")
-        shutil.rmtree(beside.run_dir, ignore_errors=True)
-    _beside.clear()
     for booting in _boot:
         booting.stop()
         if reporter is not None:  # what the boot took, e.g. "ready after 52s"
             for line in booting.said().splitlines():
                 reporter.write_line(line)
+            _say_the_time(reporter)
         shutil.rmtree(booting.run_dir, ignore_errors=True)
     _boot.clear()
+    _beside.clear()
 
 
 def _say_the_time(reporter: pytest.TerminalReporter) -> None:
     now = time.monotonic()
-    took = now - _clock["start"]
-    if _beside and _beside[0].waited is not None:
-        began, ended = _beside[0].waited
-        reporter.write_line(
-            f"the run took {took:.0f}s; at its end it waited {ended - began:.0f}s for the"
-            f" cgroup v2 tests (their quiet ones in their turn), then {now - ended:.0f}s"
-            " for its own quiet tests"
-        )
-    else:
-        vm_part = now - _clock.get("vm", now)
-        reporter.write_line(
-            f"the run took {took:.0f}s, of which {vm_part:.0f}s for the cgroup v2 tests at its end"
-        )
+    took, vm_part = now - _clock["start"], now - _clock.get("vm", now)
+    reporter.write_line(
+        f"the run took {took:.0f}s, of which {vm_part:.0f}s for the cgroup v2 tests at its end"
+    )
     if took > BUDGET_SECONDS:
         over = f"{took - BUDGET_SECONDS:.0f}s over make test's budget of {BUDGET_SECONDS}s"
         reporter.write_line(over, yellow=True)

@@ -68,6 +68,10 @@ class GuestCrowding:
     qemu: float
     host_others: float
 
+    @property
+    def others(self) -> float:
+        return self.guest_others
+
     def line(self, case: str) -> str:
         return (
             f"{case:13} in the guest others used {self.guest_others:.2f} core (ticks: busy"

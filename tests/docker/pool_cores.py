@@ -2,8 +2,9 @@
 (bench/pools_on_host.py's ``run_cases``), for this host and for the cgroup v2 VM alike:
 
 - both burn: each pool within 10 % of its fair share (1.0 and 1.0 core);
-- ``pb``'s burner stopped: ``pa`` at least 1.9 cores from the stop on (its weight held no
-  quota, so no pool update is needed);
+- ``pb``'s burner stopped: ``pa`` takes the idle CPU from the stop on (its weight held no
+  quota, so no pool update is needed): at least 1.9 cores, or 97 % of what the rest of
+  the machine left, whichever is less (``idle_floor``);
 - a strong guarantee of 1.5 cores on ``pa``: each pool within 10 % of the tree's share,
   1.75 and 0.25 core (pools spec section 3, step 5: the free half core by weight on top of
   the guarantee; not the issue's 1.5 and 0.5).
@@ -19,9 +20,22 @@ from collections.abc import Mapping
 import pytest
 
 from bench.pools_on_host import Split
+from tests.quiet import tell
 
 TOLERANCE = 0.10  # of a pool's fair share
-IDLE_TAKEN = 1.9  # cores the busy pool takes of the node's 2 when the other idles
+CPUS = 2  # the node's
+IDLE_TAKEN = 1.9  # cores the busy pool takes of the node's 2 when the other idles ...
+IDLE_OF_LEFT = 0.97  # ... or this much of what the rest of the machine left it
+
+
+def idle_floor(split: Split) -> float:
+    """The cores the busy pool must take while the other idles: the issue's 1.9 of 2 on a
+    machine whose own processes use under 0.04 core, else 97 % of what they leave. The
+    rest of the machine outranks the burners and takes what it needs: in the emulated
+    guest its agent and dockerd (cpu.weight 100 against the burners' 13) use 0.05 to 0.10
+    core, which leaves 1.90 to 1.95 for the burners even with no CPU idle."""
+    others = split.crowding.others if split.crowding is not None else 0.0
+    return min(IDLE_TAKEN, IDLE_OF_LEFT * (CPUS - others))
 
 
 def report(cases: Mapping[str, list[Split]]) -> str:
@@ -31,7 +45,9 @@ def report(cases: Mapping[str, list[Split]]) -> str:
 
 
 def assert_cases(cases: Mapping[str, list[Split]]) -> None:
+    """The checks above; the figures go to the run's summary too (``tell``)."""
     said = report(cases)
+    tell(said.splitlines())
     assert cases["both"][0].fair == {"pa": pytest.approx(1.0), "pb": pytest.approx(1.0)}, said
     assert cases["strong pa"][0].fair == {
         "pa": pytest.approx(1.75),
@@ -43,4 +59,5 @@ def assert_cases(cases: Mapping[str, list[Split]]) -> None:
                 off = abs(split.cores[pool] - fair)
                 assert off <= TOLERANCE * fair, f"{split.case}: {pool} {off:.2f} core off\n{said}"
     for split in cases["idle pb"]:
-        assert split.cores["pa"] >= IDLE_TAKEN, f"{split.case}: pa under {IDLE_TAKEN}\n{said}"
+        floor = idle_floor(split)
+        assert split.cores["pa"] >= floor, f"{split.case}: pa under {floor:.2f}\n{said}"

@@ -1,4 +1,4 @@
-"""How the session reads the outcomes of the VM tests' own pytest run (``beside``): a test
+"""How the session reads the outcomes of a group's own pytest run (tests/beside.py): a test
 passes only when its call passed and no phase failed; one the run never reached fails."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cgroup_v2.beside import TURN_NAME, Beside, Outcome, _read
+from tests.beside import TURN_NAME, Beside, Outcome, _read
+from tests.test_quiet import collected
 
 
 def phase(nodeid: str, when: str, outcome: str, text: str = "") -> str:
@@ -73,3 +74,14 @@ def test_a_run_that_outlasts_its_bound_is_stopped_and_its_tests_fail(tmp_path: P
     assert outcome.status == "failed"
     assert "had not ended 0 s after this session's other tests" in outcome.text
     assert "still measuring" in outcome.text
+
+
+def test_the_session_runs_its_own_tests_then_each_groups_the_vms_and_the_quiet_ones() -> None:
+    docker, e2e = "tests/docker/test_smoke.py", "tests/e2e/test_extended.py"
+    in_the_vm = "tests/cgroup_v2/test_agent_on_cgroup_v2.py"
+    pools_on_host = "tests/docker/test_pools_on_host.py"
+    ids = collected(pools_on_host, in_the_vm, e2e, docker, "tests/test_beside.py")
+    files = [i.split("::")[0] for i in ids]
+    runs = [f for n, f in enumerate(files) if n == 0 or files[n - 1] != f]
+    # the VM's quiet test is its last; the quiet ones: the host's, then the VM's
+    assert runs == ["tests/test_beside.py", docker, e2e, in_the_vm, pools_on_host, in_the_vm]
