@@ -126,7 +126,7 @@ class Service:
         self,
         pattern: str,
         *,
-        timeout: float = 15.0,
+        timeout: float = 30.0,  # a coordinator's start took over 15 s at load 14
         after: int | None = None,
         from_children: bool = False,
     ) -> re.Match[str]:
