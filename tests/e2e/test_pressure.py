@@ -6,6 +6,7 @@ host's real /proc/pressure/cpu."""
 
 from __future__ import annotations
 
+import os
 import time
 import urllib.request
 from collections.abc import Callable
@@ -69,6 +70,15 @@ def scraped(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     }
 
 
+def write_psi(path: Path, text: str) -> None:
+    """As the kernel's file reads: whole. A plain write truncates first, and an agent that
+    read the empty file between would report no reading (once seen under load, as a
+    "relieved" event for want of a reading)."""
+    fresh = path.with_name(path.name + ".new")
+    fresh.write_text(text)
+    os.replace(fresh, path)
+
+
 def pressure_events(url: str) -> list[tuple[str, str]]:
     events = api(url, f"/v1/events?node={NODE}")["events"]
     return [(e["kind"], e["reason"]) for e in events if e["kind"] in ("pressure", "relieved")]
@@ -78,11 +88,11 @@ def test_an_agent_reading_a_loaded_psi_file_puts_its_node_under_pressure(
     tmp_path: Path, services: list[Service]
 ) -> None:
     psi = tmp_path / "cpu-pressure"
-    psi.write_text(psi_text(5.0))
+    write_psi(psi, psi_text(5.0))
     coordinator, url, agent = start(tmp_path, services, f"--cpu-pressure-file={psi}")
     until(lambda: (nodes_json(url)[NODE]["pressure"] or {}).get("avg10") == 5.0, "a calm reading")
 
-    psi.write_text(psi_text(85.0))  # the default thresholds: enter at 60%, leave at 30%
+    write_psi(psi, psi_text(85.0))  # the default thresholds: enter at 60%, leave at 30%
     pressure = until(
         lambda: (p := nodes_json(url)[NODE]["pressure"]) and p["under"] and p, "under pressure"
     )
@@ -114,7 +124,7 @@ def test_an_agent_reading_a_loaded_psi_file_puts_its_node_under_pressure(
     percent = ("allot_node_cpu_pressure_percent", frozenset({node, ("source", "psi")}))
     assert (on_coordinator[percent], held) == (85.0, 1.0)
 
-    psi.write_text(psi_text(12.0))
+    write_psi(psi, psi_text(12.0))
     until(lambda: len(pressure_events(url)) == 2, "the relieved event")
     assert pressure_events(url)[-1] == ("relieved", "cpu pressure 12% (PSI some avg10) <= 30%")
     assert nodes_json(url)[NODE]["pressure"]["under"] is False
@@ -130,7 +140,7 @@ def test_a_restarted_coordinator_knows_the_pressure_from_the_agents_first_report
     takeover) has none until the agent's first status of its new session, which it
     sends at once, carrying the reading."""
     psi = tmp_path / "cpu-pressure"
-    psi.write_text(psi_text(85.0))
+    write_psi(psi, psi_text(85.0))
     coordinator, url, _ = start(tmp_path, services, f"--cpu-pressure-file={psi}")
     until(lambda: (nodes_json(url)[NODE]["pressure"] or {}).get("under"), "under pressure")
     coordinator.kill9()
