@@ -274,16 +274,14 @@ def run_groups_beside(items: list[pytest.Item], config: pytest.Config) -> None:
         for index in places:
             item = items[index]
             assert item.parent is not None
-            reported = Reported.from_parent(item.parent, name=item.name, beside=beside)
-            for marker in item.iter_markers():
-                reported.add_marker(marker.name)
-            items[index] = reported
+            items[index] = Reported.from_parent(item.parent, name=item.name, beside=beside)
 
 
 def end_runs(reporter: pytest.TerminalReporter | None) -> None:
     """At the session's end: say how long it took and waited for each run, stop every run
     that still runs, and print each one's quiet figures and summary."""
     if _started and reporter is not None:
+        reporter.ensure_newline()  # after the progress dots
         _say_the_time(reporter)
     for beside in _started:
         beside.stop()
