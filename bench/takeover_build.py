@@ -3,17 +3,22 @@ application on a replica, from what a standby kept warm and, for reference in th
 run, from the replica alone (every node record and container decoded again).
 
     .venv/bin/python bench/takeover_build.py [--containers 10000 100000] [--nodes 1000]
+                                             [--runs 3] [--etcd]
 
 For each size: a real SQLite store in a temporary directory is filled in process
 (``DeploymentService`` over ``--nodes`` ready nodes of 24 CPUs, deployments of 500
-containers of 0.01 CPU and 8 MiB), followed by a ``Replica`` as a standby follows etcd.
-Then, best of ``--runs``:
+containers of 0.01 CPU and 8 MiB); with ``--etcd`` it is then copied into a real
+3-member etcd cluster (``bench/etcd_cluster.py``, ``coordinator.store.migrate``). First
+a loop-lag probe (``bench/loop_lag.py``: a task sleeping 1 ms at a time) runs 2 s on the
+idle loop, the machine's own part of lateness. Then, each of ``--runs`` times (times:
+the best; holds: the worst):
 
-- the standby's build of its warm state (``coordinator.warm.Warm.build``): once per
-  standby, before it serves, so no part of a takeover; with the longest its event loop
-  was held meanwhile, as a task waking every 2 ms sees it: the CPU time the process
-  spent between two of its wakings, and how late it woke (which adds whatever the
-  machine's other processes took);
+- the standby's first read of the store (``Replica.follow``, as ``coordinator.leading``
+  calls it) and its build of its warm state (``coordinator.warm.Warm.build``): once per
+  standby, before it serves, so no part of a takeover; each with the probe beside it:
+  how late it woke at most and at the 99th percentile (which adds whatever the machine's
+  other processes took), and the most CPU this thread spent between two of its wakings
+  (what the code itself held the loop for);
 - the application's start on the replica with that state, as the elected leader does
   after its copy caught up with its win (the ``took_s`` a takeover logs, less the wait);
 - the same start without it, reading everything from the replica, and the ratio.
