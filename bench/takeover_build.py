@@ -3,17 +3,22 @@ application on a replica, from what a standby kept warm and, for reference in th
 run, from the replica alone (every node record and container decoded again).
 
     .venv/bin/python bench/takeover_build.py [--containers 10000 100000] [--nodes 1000]
+                                             [--runs 3] [--etcd]
 
 For each size: a real SQLite store in a temporary directory is filled in process
 (``DeploymentService`` over ``--nodes`` ready nodes of 24 CPUs, deployments of 500
-containers of 0.01 CPU and 8 MiB), followed by a ``Replica`` as a standby follows etcd.
-Then, best of ``--runs``:
+containers of 0.01 CPU and 8 MiB); with ``--etcd`` it is then copied into a real
+3-member etcd cluster (``bench/etcd_cluster.py``, ``coordinator.store.migrate``). First
+a loop-lag probe (``bench/loop_lag.py``: a task sleeping 1 ms at a time) runs 2 s on the
+idle loop, the machine's own part of lateness. Then, each of ``--runs`` times (times:
+the best; holds: the worst):
 
-- the standby's build of its warm state (``coordinator.warm.Warm.build``): once per
-  standby, before it serves, so no part of a takeover; with the longest its event loop
-  was held meanwhile, as a task waking every 2 ms sees it: the CPU time the process
-  spent between two of its wakings, and how late it woke (which adds whatever the
-  machine's other processes took);
+- the standby's first read of the store (``Replica.follow``, as ``coordinator.leading``
+  calls it) and its build of its warm state (``coordinator.warm.Warm.build``): once per
+  standby, before it serves, so no part of a takeover; each with the probe beside it:
+  how late it woke at most and at the 99th percentile (which adds whatever the machine's
+  other processes took), and the most CPU this thread spent between two of its wakings
+  (what the code itself held the loop for);
 - the application's start on the replica with that state, as the elected leader does
   after its copy caught up with its win (the ``took_s`` a takeover logs, less the wait);
 - the same start without it, reading everything from the replica, and the ratio.
@@ -27,11 +32,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 # Run as a script, Python puts bench/ first on the path; the repository root goes there.
 _BENCH = Path(__file__).resolve().parent
@@ -40,15 +46,23 @@ sys.path[:] = [str(_BENCH.parent)] + [p for p in sys.path if Path(p or ".").reso
 from aiohttp import web  # noqa: E402
 
 from bench.deployments import service_on  # noqa: E402
+from bench.etcd_cluster import EtcdCluster  # noqa: E402
+from bench.loop_lag import LoopLag  # noqa: E402
 from coordinator.app import make_app  # noqa: E402
+from coordinator.bulk_load import gc_paused  # noqa: E402
 from coordinator.config import CoordinatorConfig  # noqa: E402
+from coordinator.store import ClusterStore  # noqa: E402
+from coordinator.store.etcd import EtcdStore  # noqa: E402
+from coordinator.store.etcd_link import EtcdSettings  # noqa: E402
+from coordinator.store.migrate import migrate  # noqa: E402
 from coordinator.store.replica import Replica  # noqa: E402
 from coordinator.store.sqlite import SqliteStore  # noqa: E402
 from coordinator.warm import Warm, WarmState  # noqa: E402
 from shared.api.deployments import DeploymentSpec, ResourcesSpec  # noqa: E402
 
 DEPLOY_SIZE = 500
-TICK_SECONDS = 0.002
+IDLE_SECONDS = 2.0
+T = TypeVar("T")
 
 
 async def fill(store: SqliteStore, nodes: int, containers: int) -> float:
@@ -64,27 +78,6 @@ async def fill(store: SqliteStore, nodes: int, containers: int) -> float:
     return time.perf_counter() - started
 
 
-class Heartbeat:
-    """A task on the loop that wakes every ``TICK_SECONDS``; the longest the loop was
-    held between two wakings, in CPU seconds of this thread and in lateness."""
-
-    def __init__(self) -> None:
-        self.held = self.late = 0.0
-        self._task = asyncio.create_task(self._beat())
-
-    async def stop(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-    async def _beat(self) -> None:
-        while True:
-            due, cpu = time.perf_counter() + TICK_SECONDS, time.thread_time()
-            await asyncio.sleep(TICK_SECONDS)
-            self.held = max(self.held, time.thread_time() - cpu)
-            self.late = max(self.late, time.perf_counter() - due)
-
-
 async def start(config: CoordinatorConfig, replica: Replica, warm: WarmState | None) -> float:
     """Seconds from nothing to an application ready to serve; then stopped again."""
     started = time.perf_counter()
@@ -95,39 +88,108 @@ async def start(config: CoordinatorConfig, replica: Replica, warm: WarmState | N
     return took
 
 
-async def measure(containers: int, nodes: int, runs: int) -> None:
+class Holds:
+    """What the loop-lag probes saw over several runs of one step: the worst of each figure."""
+
+    def __init__(self) -> None:
+        self.worst = self.p99 = self.cpu = 0.0
+        self.wakings = 0
+
+    def add(self, probe: LoopLag) -> None:
+        self.worst = max(self.worst, probe.worst)
+        self.p99 = max(self.p99, probe.p99)
+        self.cpu = max(self.cpu, probe.held_cpu)
+        self.wakings += len(probe.late)
+
+    def __str__(self) -> str:
+        return (
+            f"loop {self.worst * 1000:.0f} ms late at most (p99 {self.p99 * 1000:.1f} ms of"
+            f" {self.wakings:,} wakings),"
+            f" held {self.cpu * 1000:.0f} ms of CPU at most"
+        )
+
+
+async def probed(work: Awaitable[T], holds: Holds) -> tuple[T, float]:
+    """``work``'s result and its seconds, with a loop-lag probe running beside it."""
+    probe = LoopLag()
+    await asyncio.sleep(0)  # its first sleep begun
+    started = time.perf_counter()
+    result = await work
+    took = time.perf_counter() - started
+    await probe.stop()
+    holds.add(probe)
+    return result, took
+
+
+@contextlib.asynccontextmanager
+async def store_to_follow(
+    sqlite: Path, on_etcd: bool, directory: Path
+) -> AsyncIterator[Callable[[], Awaitable[ClusterStore]]]:
+    """Opens the store a standby follows: the filled SQLite file, or a real 3-member etcd
+    cluster holding a copy of it (``coordinator.store.migrate``, as an operator moves)."""
+    if not on_etcd:
+        yield lambda: SqliteStore.open(sqlite)
+        return
+    cluster = EtcdCluster(directory / "etcd")
+    cluster.start()
+    try:
+        settings = EtcdSettings(endpoints=cluster.endpoints, timeout_s=120.0)
+        started = time.perf_counter()
+        copied = await migrate(sqlite, settings)
+        print(f"  copied {copied.keys:,} keys into etcd in {time.perf_counter() - started:.0f} s")
+        yield lambda: EtcdStore.open(settings)
+    finally:
+        cluster.stop()
+
+
+async def measure(containers: int, nodes: int, runs: int, on_etcd: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="allot-takeover-build-") as directory:
-        store = await SqliteStore.open(Path(directory) / "allot.db")
-        filled = await fill(store, nodes, containers)
-        replica = await Replica.follow(store)
+        sqlite = Path(directory) / "allot.db"
+        filling = await SqliteStore.open(sqlite)
+        filled = await fill(filling, nodes, containers)
+        await filling.close()
         config = CoordinatorConfig(
             data_dir=directory, join_token="j" * 20, api_tokens=["t" * 20], port=0
         )
-        builds, warm_starts, cold_starts, holds = [], [], [], []
-        for _ in range(runs):
-            heartbeat = Heartbeat()
-            await asyncio.sleep(0)  # its first sleep begun
-            started = time.perf_counter()
-            warm = await Warm.build(replica, share_base=config.share_base)
-            builds.append(time.perf_counter() - started)
-            await heartbeat.stop()
-            holds.append((heartbeat.held, heartbeat.late))
-            kept = warm.take()
-            if kept is None:
-                raise SystemExit("the standby's kept state failed to follow the store")
-            warm_starts.append(await start(config, replica, kept))
-            cold_starts.append(await start(config, replica, None))
-        await replica.close()  # and the store
+        follows, builds, warm_starts, cold_starts = [], [], [], []
+        idle, following, building = Holds(), Holds(), Holds()
+        await probed(asyncio.sleep(IDLE_SECONDS), idle)  # the machine's own part of lateness
+        async with store_to_follow(sqlite, on_etcd, Path(directory)) as opened:
+            for _ in range(runs):
+                store = await opened()
+                replica, took = await probed(follow(store), following)
+                follows.append(took)
+                warm, took = await probed(
+                    Warm.build(replica, share_base=config.share_base), building
+                )
+                builds.append(took)
+                kept = warm.take()
+                if kept is None:
+                    raise SystemExit("the standby's kept state failed to follow the store")
+                warm_starts.append(await start(config, replica, kept))
+                cold_starts.append(await start(config, replica, None))
+                await replica.close()  # and the store
     warm_s, cold_s = min(warm_starts), min(cold_starts)
-    held, late = max(hold[0] for hold in holds), max(hold[1] for hold in holds)
     print(
-        f"{containers:>7,} containers on {nodes:,} nodes (filled in {filled:.1f} s):"
-        f" standby's build {min(builds):.3f} s, its loop held at most {held * 1000:.0f} ms"
-        f" of CPU ({late * 1000:.0f} ms late); leader's start from warm state {warm_s:.3f} s,"
-        f" from the replica {cold_s:.3f} s ({cold_s / warm_s:.0f}x); load average"
-        f" {os.getloadavg()[0]:.2f}",
+        f"{containers:>7,} containers on {nodes:,} nodes, {'etcd' if on_etcd else 'SQLite'}"
+        f" (filled in {filled:.1f} s), load average {load_average()}:\n"
+        f"  an idle loop for {IDLE_SECONDS:.0f} s: {idle}\n"
+        f"  standby's replica read {min(follows):.3f} s: {following}\n"
+        f"  standby's build {min(builds):.3f} s: {building}\n"
+        f"  leader's start from warm state {warm_s:.3f} s, from the replica {cold_s:.3f} s"
+        f" ({cold_s / warm_s:.0f}x)",
         flush=True,
     )
+
+
+async def follow(store: ClusterStore) -> Replica:
+    """The replica a standby starts with (``coordinator.leading``)."""
+    with gc_paused():
+        return await Replica.follow(store)
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def main() -> None:
@@ -135,9 +197,10 @@ def main() -> None:
     parser.add_argument("--containers", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--etcd", action="store_true", help="follow a real etcd cluster")
     args = parser.parse_args()
     for containers in args.containers:
-        asyncio.run(measure(containers, args.nodes, args.runs))
+        asyncio.run(measure(containers, args.nodes, args.runs, args.etcd))
 
 
 if __name__ == "__main__":

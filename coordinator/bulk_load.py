@@ -69,10 +69,13 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-async def in_slices(steps: Iterable[None], *, slice_seconds: float = SLICE_SECONDS) -> None:
-    """Run ``steps`` to their end, suspending once ``slice_seconds`` have gone by since
-    the last suspension (checked after each step), so the event loop is never held for
-    more than a slice and one step."""
+async def in_slices(steps: Iterable[None], *, slice_seconds: float | None = None) -> None:
+    """Run ``steps`` to their end, suspending once ``slice_seconds`` (by default
+    ``SLICE_SECONDS``, read at the call) have gone by since the last suspension (checked
+    after each step), so the event loop is never held for more than a slice and one step.
+    A slice of 0 suspends after every step."""
+    if slice_seconds is None:
+        slice_seconds = SLICE_SECONDS
     since = time.perf_counter()
     for _ in steps:
         if time.perf_counter() - since >= slice_seconds:

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from coordinator.app import make_app
+from coordinator.bulk_load import gc_paused
 from coordinator.config import CoordinatorConfig
 from coordinator.doors import Doors, DoorSite, open_doors
 from coordinator.election import LEADER_KEY, Election, Leadership
@@ -69,7 +70,8 @@ async def serve_on_etcd(
     applications serve https and wss."""
     doors = open_doors(config)  # one for the process: the cap counts every site's
     store = await EtcdStore.open(config.etcd)
-    replica = await Replica.follow(store)
+    with gc_paused():  # as a build's (``coordinator.warm``), for the same reasons
+        replica = await Replica.follow(store)
     election = Election(store, replica, url=url, ttl=config.leader_ttl_seconds)
     log.info("store opened", store=config.store_location, revision=replica.revision, advertise=url)
     try:

@@ -97,7 +97,8 @@ class Event:
 @dataclass(frozen=True)
 class Snapshot:
     """What ``range`` gives, and the revision it was read at: ``watch`` from
-    ``revision + 1`` follows on with no change missed or repeated."""
+    ``revision + 1`` follows on with no change missed or repeated. Entries are in the
+    order of their keys' UTF-8 bytes (etcd's order, and SQLite's for text keys)."""
 
     entries: list[Entry]
     revision: int

@@ -35,6 +35,10 @@ from shared.logs import get_logger
 log = get_logger("allot.coordinator.store")
 
 RELOAD_PAUSE_SECONDS = 0.5  # between reads of the whole store after the watch failed
+# Indexed at once when a snapshot is taken in: 20,000 took 7 ms of CPU on a loaded
+# machine. All 430,400 of a store of 200,000 containers held the loop 0.3 s at once
+# (sorted again too: a snapshot is in the store's order already).
+INDEXED_PER_TURN = 10_000
 
 Listener = Callable[[list[Event]], None]
 
@@ -42,10 +46,11 @@ Listener = Callable[[list[Event]], None]
 class Replica:
     """``Store`` over a ``ClusterStore``: reads from memory, commits to the store."""
 
-    def __init__(self, store: ClusterStore, entries: list[Entry], revision: int) -> None:
+    def __init__(self, store: ClusterStore, revision: int) -> None:
+        """Empty, at ``revision``; ``follow`` fills it."""
         self._store = store
-        self._entries = {entry.key: entry for entry in entries}
-        self._keys = sorted(self._entries, key=str.encode)  # in the store's (byte) order
+        self._entries: dict[str, Entry] = {}
+        self._keys: list[str] = []  # in the store's order: by the keys' UTF-8 bytes
         self._deleted_at: dict[str, int] = {}  # keys this replica deleted, until the watch passes
         self._revision = revision
         self._advanced = asyncio.Condition()
@@ -54,10 +59,22 @@ class Replica:
 
     @classmethod
     async def follow(cls, store: ClusterStore) -> Replica:
+        """The store's snapshot, taken in ``INDEXED_PER_TURN`` entries at a time with the
+        event loop run between (no other task can see the replica meanwhile), then its
+        watch from there."""
         snapshot = await store.snapshot("")
-        replica = cls(store, snapshot.entries, snapshot.revision)
+        replica = cls(store, snapshot.revision)
+        entries = snapshot.entries
+        for start in range(0, len(entries), INDEXED_PER_TURN):
+            replica._index(entries[start : start + INDEXED_PER_TURN])
+            await asyncio.sleep(0)
         replica._follower = asyncio.create_task(replica._follow(snapshot.revision + 1))
         return replica
+
+    def _index(self, entries: list[Entry]) -> None:
+        """Take in ``entries``, which come after every key held, in the store's order."""
+        self._entries.update((entry.key, entry) for entry in entries)
+        self._keys.extend(entry.key for entry in entries)
 
     @property
     def revision(self) -> int:

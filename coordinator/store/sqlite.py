@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import functools
+import itertools
 import os
 import sqlite3
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -147,14 +148,17 @@ class SqliteStore:
             sql = f"SELECT {_COLUMNS} FROM kv WHERE key >= ? AND key < ? ORDER BY key"
             args = (prefix, end)
 
-        def read() -> tuple[list[tuple[str, bytes, int, int]], int]:
+        def read() -> Snapshot:
             # Between batches (this thread runs one call at a time), so the rows and the
-            # stored revision agree.
+            # stored revision agree. The entries are made here too, not on the event loop:
+            # 430,400 of them (200,000 containers) took 1.2 s of its CPU in one go, which a
+            # standby's loop could not answer in; this thread hands the interpreter back
+            # every switch interval. Made positionally: 0.44 s where keywords took 0.68.
             rows = self._db.execute(sql, args).fetchall()
-            return rows, int(self._db.execute(_REVISION).fetchone()[0])
+            revision = int(self._db.execute(_REVISION).fetchone()[0])
+            return Snapshot(list(itertools.starmap(Entry, rows)), revision)
 
-        rows, revision = await self._run(read)
-        return Snapshot([_entry(row) for row in rows], revision)
+        return await self._run(read)
 
     def watch(self, prefix: str, start_revision: int) -> AsyncGenerator[list[Event], None]:
         return self._changes.follow(prefix, start_revision)
