@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -51,6 +52,7 @@ from agent.runtime.restarts import CrashLoop, RestartRules, describe, due
 from agent.runtime.settings import Settings
 from shared.cpuset import CpuSet, docker_cpuset
 from shared.inventory import Inventory
+from shared.pool_cgroups import MEMBER_SHARES
 from shared.protocol import DesiredContainer, Limits
 from shared.restart_policy import runs_again
 
@@ -94,6 +96,7 @@ class Observed:
     # StopTimeout); None when it was made without one.
     stop_timeout: int | None = None
     bound: bool = False  # made bound to its CPUs (``allot.bound``), not on the shared pool
+    cgroup_parent: str = ""  # Docker's CgroupParent: a pool's cgroup, or "" (Docker's default)
 
 
 @dataclass(frozen=True)
@@ -186,10 +189,11 @@ def plan(
     host: Host,
     swaps: Swaps | None = None,
     retries: Retries | None = None,
+    grouped: AbstractSet[str] = frozenset(),
 ) -> list[Work]:
     swaps = swaps or Swaps()
     retries = retries or Retries()
-    targets = target_settings(desired, host, still_bound(desired, observed, host))
+    targets = target_settings(desired, host, still_bound(desired, observed, host), grouped)
     by_id: dict[str, list[Observed]] = defaultdict(list)
     for container in observed:
         if container.id and container.state != "removing":  # no allot.id: not ours
@@ -201,18 +205,18 @@ def plan(
         if wanted is None:
             if container_id in replaced:
                 continue  # its replacing container's swap decides
-            leftovers = _keeper_first(by_id[container_id])
+            leftovers = keeper_first(by_id[container_id])
             removals = tuple(_remove(None, c, "no longer desired") for c in leftovers)
             work.append(Work(container_id, removals))
             continue
-        ranked = _keeper_first(by_id[container_id])
+        ranked = keeper_first(by_id[container_id])
         kept, extra = (ranked[0], ranked[1:]) if ranked else (None, [])
         duplicates = tuple(_remove(wanted, c, "duplicate") for c in extra)
         one = _work_for(
             wanted, kept, targets[container_id], applied.get(container_id), host, retries
         )
         if wanted.replaces in replaced:
-            old = _keeper_first(by_id[wanted.replaces])
+            old = keeper_first(by_id[wanted.replaces])
             one, for_old = _swap(wanted, kept, old[0] if old else None, one, swaps)
             if for_old.actions:
                 work.append(for_old)
@@ -280,20 +284,26 @@ def _epoch(stamp: str) -> float | None:
 
 
 def target_settings(
-    desired: Mapping[str, DesiredContainer], host: Host, leaving: CpuSet | None = None
+    desired: Mapping[str, DesiredContainer],
+    host: Host,
+    leaving: CpuSet | None = None,
+    grouped: AbstractSet[str] = frozenset(),
 ) -> dict[str, Settings]:
     """Each desired container's settings, shared-pool containers on the current pool,
     which also leaves out the CPUs of bound containers still running that are no longer
-    desired (``leaving``, from ``still_bound``)."""
+    desired (``leaving``, from ``still_bound``); those in a pool's cgroup (``grouped``,
+    from ``pool_cgroups.grouping``) at the members' one weight, their pool's cgroup
+    holding their ``cpu_shares``."""
     pool = docker_cpuset(shared_pool(desired.values(), host, leaving or CpuSet()))
-    return {
-        container_id: host.settings(
-            msgspec.structs.replace(container.limits, cpuset_cpus=pool)
-            if container.shared_pool
-            else container.limits
-        )
-        for container_id, container in desired.items()
-    }
+    targets = {}
+    for container_id, container in desired.items():
+        limits = container.limits
+        if container.shared_pool:
+            limits = msgspec.structs.replace(limits, cpuset_cpus=pool)
+        if container_id in grouped:
+            limits = msgspec.structs.replace(limits, cpu_shares=MEMBER_SHARES)
+        targets[container_id] = host.settings(limits)
+    return targets
 
 
 def still_bound(
@@ -475,7 +485,7 @@ def tries(work: Work) -> bool:
     return restarted(work) is not None or any(isinstance(a, Create) for a in work.actions)
 
 
-def _keeper_first(containers: list[Observed]) -> list[Observed]:
+def keeper_first(containers: list[Observed]) -> list[Observed]:
     """Of several containers with one id, the one to keep first: running, then newest."""
     newest_first = sorted(containers, key=lambda c: (c.created, c.docker_id), reverse=True)
     return sorted(newest_first, key=lambda c: c.state != "running")

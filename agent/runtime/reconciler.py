@@ -67,13 +67,14 @@ from agent.runtime.plan import (
     target_settings,
     tries,
 )
+from agent.runtime.pool_cgroups import PoolCgroupFiles, group_weights, grouping, new_parent
 from agent.runtime.pressure import DEFAULT_PSI_FILE, PressureGauge, SamplePair, container_pressure
 from agent.runtime.restarts import CrashLoop, RestartRules, after_try, describe, ended
 from agent.runtime.settings import Settings
 from agent.runtime.start_fence import StartFence
 from agent.runtime.state_file import AgentState, LastReconcile
 from agent.runtime.steps import WAITING, Step, next_step
-from agent.runtime.usage import Sample, cpu_cores, sample
+from agent.runtime.usage import CGROUP_ROOT, Sample, cpu_cores, sample
 from shared.backoff import Backoff
 from shared.bounds import MAX_MESSAGES, clipped
 from shared.codec import to_json
@@ -119,6 +120,9 @@ class RuntimeOptions:
     restarts: RestartRules = field(default_factory=RestartRules)  # the crash-loop backoff
     # The PSI file the node's CPU pressure is read from; None: from throttling only.
     cpu_pressure_file: Path | None = DEFAULT_PSI_FILE
+    # Where the pools' cgroups are made, when Docker's cgroup driver is cgroupfs
+    # (``pool_cgroups``); None: never, every container as Docker makes it.
+    cgroup_root: Path | None = CGROUP_ROOT
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,11 @@ class Runtime:
         ] = {}  # per container in a loop: its last restart or failure
         self._next_try: float | None = None  # the earliest try not yet due (Unix time)
         self._docker_problem = ""
+        # The pools' cgroups: None until the engine said its cgroup driver, then whether
+        # containers are grouped by pool (``pool_cgroups``).
+        self._grouping: bool | None = None if options.cgroup_root else False
+        self._pool_files = PoolCgroupFiles(options.cgroup_root or CGROUP_ROOT)
+        self._cgroup_problems: list[str] = []
         self._state_writer = QuietWriter("cannot write the agent state for allot-agent status")
         self._adopted = False
         self._last_pass: LastReconcile | None = None
@@ -315,6 +324,7 @@ class Runtime:
         done: set[str] = set()  # the containers this pass acted on
         try:
             observed = await self._observe()
+            await self._learn_grouping()
             self._note_adoption(observed)
             while desired is not None:
                 work = self._plan(desired, observed)
@@ -383,13 +393,43 @@ class Runtime:
     ) -> dict[str, Settings]:
         """As the planner sees them: the pool also off the CPUs of leaving bound ones."""
         seen = [one.observed for one in observed]
-        return target_settings(desired, self.host, still_bound(desired, seen, self.host))
+        leaving = still_bound(desired, seen, self.host)
+        return target_settings(desired, self.host, leaving, self._grouped(desired, seen).keys())
 
     def _plan(self, desired: dict[str, DesiredContainer], observed: list[Inspected]) -> list[Work]:
+        """The work, with the pools' cgroups weighted first: a member about to be made
+        counts in its cgroup's weight before it starts."""
         swaps = self._swaps(desired)
         seen = [one.observed for one in observed]
         retries = self._retries(seen)
-        return plan(desired, seen, self._applied.settings, self.host, swaps, retries)
+        grouped = self._grouped(desired, seen)
+        self._weigh_pool_cgroups(group_weights(desired, grouped))
+        applied = self._applied.settings
+        return plan(desired, seen, applied, self.host, swaps, retries, grouped.keys())
+
+    def _grouped(
+        self, desired: dict[str, DesiredContainer], seen: list[Observed]
+    ) -> dict[str, str]:
+        return grouping(desired, seen, node=self.options.node, enabled=bool(self._grouping))
+
+    async def _learn_grouping(self) -> None:
+        """Whether containers are grouped by pool, from the engine's cgroup driver, asked
+        once (``EngineUnavailable`` when the engine does not answer: asked again)."""
+        if self._grouping is not None:
+            return
+        driver = await self.engine.cgroup_driver()
+        self._grouping = driver == "cgroupfs"
+        log.info(
+            "pool cgroups" if self._grouping else "no pool cgroups",
+            cgroup_driver=driver,
+            reason="a cgroup per pool" if self._grouping else "the driver manages parents itself",
+        )
+
+    def _weigh_pool_cgroups(self, weights: dict[str, int]) -> None:
+        problems = self._pool_files.apply(weights) if self._grouping else []
+        for problem in set(problems) - set(self._cgroup_problems):
+            log.warning("pool cgroup not weighted", reason=problem)
+        self._cgroup_problems = problems
 
     def _next_step(
         self,
@@ -624,8 +664,15 @@ class Runtime:
         if isinstance(action, Create):
             timeout = self._stop_timeout(action.container.stop_timeout_seconds)
             with self._fence.starting(container_id) as gate:
+                parent = new_parent(
+                    action.container, node=self.options.node, enabled=bool(self._grouping)
+                )
                 docker_id = await self.engine.create(
-                    action.container, action.settings, stop_timeout=timeout, gate=gate
+                    action.container,
+                    action.settings,
+                    stop_timeout=timeout,
+                    cgroup_parent=parent,
+                    gate=gate,
                 )
             with self._fence.starting(container_id) as gate:
                 await self.engine.start(docker_id, gate=gate)
@@ -722,7 +769,7 @@ class Runtime:
         self._state_writer.write(self.options.state_path, to_json(self._state(report)))
 
     def _build_report(self) -> Status:
-        problems = list(self.options.node_problems)
+        problems = [*self.options.node_problems, *self._cgroup_problems]
         if self._docker_problem:
             problems.append(f"docker: {self._docker_problem}")
         return Status(
