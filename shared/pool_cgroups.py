@@ -6,11 +6,13 @@ The coordinator gives every unbound container its entitlement as a CPU weight
 pool (``DesiredContainer.pool``). An agent whose Docker uses the cgroupfs driver makes
 each such container under its pool's cgroup on the node (Docker's ``cgroup_parent``,
 ``parent_of``), weights that cgroup with the sum of its members' entitlements
-(``group_shares``: the pool's fair share on the host) and runs the members at one equal
-weight inside (``MEMBER_SHARES``). The kernel then splits the host's CPU between the
-pools by their fair shares first, and a pool's CPU between its own containers second, so
-CPU that one container of a pool leaves idle goes to its busy siblings before anyone
-else: the spec's order holds even when a pool's containers on a host are loaded unlike.
+(``group_shares``: the pool's fair share on the host); each member keeps its own
+entitlement as its weight inside, relative to its siblings only. The kernel then splits
+the host's CPU between the pools by their fair shares first, and a pool's CPU between its
+own containers by their demand second, so CPU that one container of a pool leaves idle
+goes to its busy siblings before anyone else: the spec's order holds even when a pool's
+containers on a host are loaded unlike. A container's own Docker settings are the same
+inside its pool's cgroup as outside: only its place differs.
 
 The pools' cgroups sit beside the containers Docker makes by default, under ``/docker``,
 so a pool's cgroup weighs against a container made without one (made before the agent
@@ -31,7 +33,6 @@ from collections.abc import Iterable
 
 DOCKER_PARENT = "/docker"  # where Docker's cgroupfs driver puts containers by default
 PREFIX = "allot-pool-"
-MEMBER_SHARES = 1024  # every member's weight inside its pool's cgroup: all equal
 MIN_SHARES = 2  # cgroup v1's bounds on cpu.shares
 MAX_SHARES = 262_144
 _READABLE = re.compile(r"[^a-z0-9-]+")

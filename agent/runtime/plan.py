@@ -41,7 +41,6 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -52,7 +51,6 @@ from agent.runtime.restarts import CrashLoop, RestartRules, describe, due
 from agent.runtime.settings import Settings
 from shared.cpuset import CpuSet, docker_cpuset
 from shared.inventory import Inventory
-from shared.pool_cgroups import MEMBER_SHARES
 from shared.protocol import DesiredContainer, Limits
 from shared.restart_policy import runs_again
 
@@ -189,11 +187,10 @@ def plan(
     host: Host,
     swaps: Swaps | None = None,
     retries: Retries | None = None,
-    grouped: AbstractSet[str] = frozenset(),
 ) -> list[Work]:
     swaps = swaps or Swaps()
     retries = retries or Retries()
-    targets = target_settings(desired, host, still_bound(desired, observed, host), grouped)
+    targets = target_settings(desired, host, still_bound(desired, observed, host))
     by_id: dict[str, list[Observed]] = defaultdict(list)
     for container in observed:
         if container.id and container.state != "removing":  # no allot.id: not ours
@@ -284,26 +281,20 @@ def _epoch(stamp: str) -> float | None:
 
 
 def target_settings(
-    desired: Mapping[str, DesiredContainer],
-    host: Host,
-    leaving: CpuSet | None = None,
-    grouped: AbstractSet[str] = frozenset(),
+    desired: Mapping[str, DesiredContainer], host: Host, leaving: CpuSet | None = None
 ) -> dict[str, Settings]:
     """Each desired container's settings, shared-pool containers on the current pool,
     which also leaves out the CPUs of bound containers still running that are no longer
-    desired (``leaving``, from ``still_bound``); those in a pool's cgroup (``grouped``,
-    from ``pool_cgroups.grouping``) at the members' one weight, their pool's cgroup
-    holding their ``cpu_shares``."""
+    desired (``leaving``, from ``still_bound``)."""
     pool = docker_cpuset(shared_pool(desired.values(), host, leaving or CpuSet()))
-    targets = {}
-    for container_id, container in desired.items():
-        limits = container.limits
-        if container.shared_pool:
-            limits = msgspec.structs.replace(limits, cpuset_cpus=pool)
-        if container_id in grouped:
-            limits = msgspec.structs.replace(limits, cpu_shares=MEMBER_SHARES)
-        targets[container_id] = host.settings(limits)
-    return targets
+    return {
+        container_id: host.settings(
+            msgspec.structs.replace(container.limits, cpuset_cpus=pool)
+            if container.shared_pool
+            else container.limits
+        )
+        for container_id, container in desired.items()
+    }
 
 
 def still_bound(

@@ -393,8 +393,7 @@ class Runtime:
     ) -> dict[str, Settings]:
         """As the planner sees them: the pool also off the CPUs of leaving bound ones."""
         seen = [one.observed for one in observed]
-        leaving = still_bound(desired, seen, self.host)
-        return target_settings(desired, self.host, leaving, self._grouped(desired, seen).keys())
+        return target_settings(desired, self.host, still_bound(desired, seen, self.host))
 
     def _plan(self, desired: dict[str, DesiredContainer], observed: list[Inspected]) -> list[Work]:
         """The work, with the pools' cgroups weighted first: a member about to be made
@@ -402,15 +401,9 @@ class Runtime:
         swaps = self._swaps(desired)
         seen = [one.observed for one in observed]
         retries = self._retries(seen)
-        grouped = self._grouped(desired, seen)
+        grouped = grouping(desired, seen, node=self.options.node, enabled=bool(self._grouping))
         self._weigh_pool_cgroups(group_weights(desired, grouped))
-        applied = self._applied.settings
-        return plan(desired, seen, applied, self.host, swaps, retries, grouped.keys())
-
-    def _grouped(
-        self, desired: dict[str, DesiredContainer], seen: list[Observed]
-    ) -> dict[str, str]:
-        return grouping(desired, seen, node=self.options.node, enabled=bool(self._grouping))
+        return plan(desired, seen, self._applied.settings, self.host, swaps, retries)
 
     async def _learn_grouping(self) -> None:
         """Whether containers are grouped by pool, from the engine's cgroup driver, asked

@@ -20,10 +20,10 @@ The mapping, in the spec's words:
    each host gets every pool's fair share in proportion to the demand the pool placed
    there. An agent on Docker's cgroupfs driver puts a pool's containers on its host in
    one cgroup of the pool's (``shared.pool_cgroups``) weighted with their entitlements
-   added: the pool's fair share on that host at 1024 per core; the members run at one
-   equal weight inside. Under contention the kernel hands out CPU between the pools'
-   cgroups in proportion to these weights, so each pool gets its fair share on the host,
-   and within a pool between its members; CPU that some container leaves idle goes to
+   added: the pool's fair share on that host at 1024 per core; each member keeps its own
+   weight inside, against its siblings only. Under contention the kernel hands out CPU
+   between the pools' cgroups in proportion to these weights, so each pool gets its fair
+   share on the host, and within a pool between its members by demand; CPU that some container leaves idle goes to
    its pool's other containers first, then to whoever can use it, since a weight limits
    nothing.
 3. A hard CFS quota stays only where a limit says so: the container's own CPU limit; its

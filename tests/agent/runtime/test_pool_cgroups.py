@@ -2,8 +2,8 @@
 pool's cgroup, its weight, and the files written for it (on a directory laid out as
 cgroup v1 and as v2; tests/docker/test_pool_cgroups.py does it on this host's kernel).
 
-- a container of a pool is made in its pool's cgroup when the agent groups, and weighted
-  there at the members' one weight, its entitlement going to the cgroup;
+- a container of a pool is made in its pool's cgroup when the agent groups, with the same
+  Docker settings as beside it, its entitlement counted in the cgroup's weight;
 - a container Docker holds stays where it was made: one made before the agent grouped
   keeps its own weight beside the pools' cgroups; only one made anew moves;
 - bound containers and containers of no pool are never grouped;
@@ -19,12 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.runtime.labels import spec_digest
-from agent.runtime.plan import Create, Host, Observed, Update, plan, target_settings
+from agent.runtime.plan import Host, Observed, Update, plan, target_settings
 from agent.runtime.pool_cgroups import PoolCgroupFiles, group_weights, grouping, new_parent
 from shared.cpuset import CpuSet
 from shared.pool_cgroups import (
     MAX_SHARES,
-    MEMBER_SHARES,
     group_shares,
     is_pool_parent,
     parent_of,
@@ -76,7 +75,7 @@ NO_POOL = _desired("old", "", 700)  # from a coordinator that does not name pool
 DESIRED = {c.id: c for c in (IDLE, BUSY, OTHER, PINNED, NO_POOL)}
 
 
-def test_new_containers_of_a_pool_go_to_its_cgroup_at_one_weight() -> None:
+def test_new_containers_of_a_pool_go_to_its_cgroup_weighted_with_their_entitlements() -> None:
     grouped = grouping(DESIRED, [], node=NODE, enabled=True)
     assert grouped == {
         "pa-idle": parent_of(NODE, "pa"),
@@ -87,52 +86,34 @@ def test_new_containers_of_a_pool_go_to_its_cgroup_at_one_weight() -> None:
         parent_of(NODE, "pa"): 1024,
         parent_of(NODE, "pb"): 1024,
     }
-    work = plan(DESIRED, [], {}, HOST, grouped=grouped.keys())
-    made = {w.id: w.actions[0] for w in work}
-    assert all(isinstance(action, Create) for action in made.values())
-    shares = {cid: action.settings.cpu_shares for cid, action in made.items()}  # type: ignore[union-attr]
-    assert shares == {
-        "pa-idle": MEMBER_SHARES,
-        "pa-busy": MEMBER_SHARES,
-        "pb-busy": MEMBER_SHARES,
-        "pa-pinned": 2,
-        "old": 700,
-    }
     assert new_parent(IDLE, node=NODE, enabled=True) == parent_of(NODE, "pa")
     assert new_parent(PINNED, node=NODE, enabled=True) == ""
     assert new_parent(NO_POOL, node=NODE, enabled=True) == ""
 
 
-def test_an_agent_that_does_not_group_weights_each_container_as_before() -> None:
+def test_an_agent_that_does_not_group_makes_no_pool_cgroup() -> None:
     assert grouping(DESIRED, [], node=NODE, enabled=False) == {}
     assert new_parent(IDLE, node=NODE, enabled=False) == ""
-    work = plan(DESIRED, [], {}, HOST)
-    assert {w.id: w.actions[0].settings.cpu_shares for w in work} == {  # type: ignore[union-attr]
-        "pa-idle": 512,
-        "pa-busy": 512,
-        "pb-busy": 1024,
-        "pa-pinned": 2,
-        "old": 700,
-    }
 
 
-def test_a_container_made_before_grouping_stays_flat_with_its_own_weight() -> None:
-    """``pa-idle`` was made by an agent that did not group (Docker's default parent):
-    it stays there at its own entitlement, and its pool's cgroup weighs only the member
-    inside it, so the two together still weigh the pool's fair share on the host."""
+def test_a_container_made_before_grouping_stays_beside_the_pools_cgroup() -> None:
+    """``pa-idle`` was made by an agent that did not group (Docker's default parent): it
+    stays there at its own entitlement, and its pool's cgroup weighs only the member
+    inside it, so the two together still weigh the pool's fair share on the host. Both
+    hold their entitlement as their own weight: nothing to do, and a new entitlement is
+    an update in place wherever the container is."""
     flat = _observed(IDLE, "", 512)
-    inside = _observed(BUSY, parent_of(NODE, "pa"), MEMBER_SHARES)
+    inside = _observed(BUSY, parent_of(NODE, "pa"), 512)
     desired = {IDLE.id: IDLE, BUSY.id: BUSY}
     grouped = grouping(desired, [flat, inside], node=NODE, enabled=True)
     assert grouped == {"pa-busy": parent_of(NODE, "pa")}
     assert group_weights(desired, grouped) == {parent_of(NODE, "pa"): 512}
-    assert plan(desired, [flat, inside], {}, HOST, grouped=grouped.keys()) == []
-    # its entitlement moves: the flat one is updated in place, the member is not
+    assert plan(desired, [flat, inside], {}, HOST) == []
     moved = {
         cid: msgspec.structs.replace(c, limits=Limits(cpu_shares=400)) for cid, c in desired.items()
     }
-    work = plan(moved, [flat, inside], {}, HOST, grouped=grouped.keys())
-    assert [(w.id, type(w.actions[0])) for w in work] == [("pa-idle", Update)]
+    work = plan(moved, [flat, inside], {}, HOST)
+    assert [(w.id, type(w.actions[0])) for w in work] == [("pa-busy", Update), ("pa-idle", Update)]
     assert group_weights(moved, grouped) == {parent_of(NODE, "pa"): 400}
 
 

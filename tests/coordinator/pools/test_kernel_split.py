@@ -13,7 +13,7 @@ members want together, then each cgroup's part between its members. What it show
   pool wants, take CPU from the pools with the largest use relative to their share, all
   together, down to the next one's), and each pool keeps min(what it wants, its share).
 - With a cgroup per pool on the host (``shared.pool_cgroups``: weighted with its members'
-  ``host_weights`` added, the members at one weight inside), the pools get the spec's
+  ``host_weights`` added, each member at its own weight inside), the pools get the spec's
   order however their containers are loaded, idle and busy ones of one pool side by side
   included (``test_with_a_cgroup_per_pool_any_load_gives_the_pools_their_order``).
 - With the containers side by side (how an agent on Docker's systemd driver, or a
@@ -37,7 +37,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coordinator.pools.host_weights import SHARES_PER_CORE, PoolCpu, Unbound, host_weights
-from shared.pool_cgroups import MEMBER_SHARES, group_shares
+from shared.pool_cgroups import group_shares
 
 
 def kernel_split(
@@ -86,10 +86,10 @@ def pool_cgroups(
     containers: list[Unbound], weights: Mapping[str, int]
 ) -> dict[str, tuple[Fraction, dict[str, Fraction]]]:
     """The cgroups an agent makes on one host: per pool, weighted with its members'
-    shares added (``group_shares``), the members at ``MEMBER_SHARES`` each; in cores."""
+    shares added (``group_shares``), each member at its own shares inside; in cores."""
     members: dict[str, dict[str, Fraction]] = defaultdict(dict)
     for one in containers:
-        members[one.pool][one.id] = Fraction(MEMBER_SHARES, SHARES_PER_CORE)
+        members[one.pool][one.id] = Fraction(weights[one.id], SHARES_PER_CORE)
     return {
         pool: (Fraction(group_shares(weights[c] for c in inside), SHARES_PER_CORE), inside)
         for pool, inside in members.items()
