@@ -23,9 +23,9 @@ The mapping, in the spec's words:
    added: the pool's fair share on that host at 1024 per core; each member keeps its own
    weight inside, against its siblings only. Under contention the kernel hands out CPU
    between the pools' cgroups in proportion to these weights, so each pool gets its fair
-   share on the host, and within a pool between its members by demand; CPU that some container leaves idle goes to
-   its pool's other containers first, then to whoever can use it, since a weight limits
-   nothing.
+   share on the host, and within a pool between its members by demand; CPU that some
+   container leaves idle goes to its pool's other containers first, then to whoever can
+   use it, since a weight limits nothing.
 3. A hard CFS quota stays only where a limit says so: the container's own CPU limit; its
    part (by demand) of a pool's ``resource_limits`` cpu, the pool's or any ancestor's
    (an ancestor's limit divided over its subtree in proportion to fair shares); and a
