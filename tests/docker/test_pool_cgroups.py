@@ -25,7 +25,7 @@ import docker
 import pytest
 
 from agent.runtime.pool_cgroups import PoolCgroupFiles
-from agent.runtime.usage import CGROUP_ROOT, cgroup_dir, sample
+from agent.runtime.usage import cgroup_dir, sample
 from bench.pools_on_host import host_pid
 from shared.pool_cgroups import parent_of
 from tests.docker.clusters import deploy, running_cluster, wait_for_weight, wait_until_running
@@ -50,37 +50,29 @@ def _deployment(name: str, command: list[str], cpu: str, limit: str) -> dict[str
 def test_a_pools_idle_container_leaves_its_weight_to_its_busy_sibling(
     tmp_path: Path, docker_client: docker.DockerClient
 ) -> None:
-    parents: dict[str, str] = {}
-    try:
-        with running_cluster(tmp_path, docker_client, nodes=1, cpus_each=1) as cluster:
-            url, node = cluster.url, cluster.nodes[0]
-            parents |= {pool: parent_of(node, pool) for pool in ("pa", "pb")}
-            capacity = {"mode": "delta", "cpu_overcommit": "2"}
-            api(url, f"/v1/nodes/{node}/capacity", capacity, "PATCH")
-            for pool in parents:
-                api(url, f"/v1/pools/{pool}", {}, method="PUT")
-            (idle,) = deploy(url, "pa", _deployment("idle", IDLE, "0.5", "1"))
-            (pa_busy,) = deploy(url, "pa", _deployment("busy", BURN, "0.5", "1"))
-            (pb_busy,) = deploy(url, "pb", _deployment("busy", BURN, "1", "1"))
-            wait_until_running(url, 3)
-            members = ((idle, "pa", 256), (pa_busy, "pa", 256), (pb_busy, "pb", 512))
-            for record, _, shares in members:
-                wait_for_weight(url, record["id"], shares)  # each its own entitlement
-            files = PoolCgroupFiles()
-            expected = "20" if files.v2 else "512"  # v2: 512 shares as runc 1.1.5 writes them
-            _wait_for_text({pool: files.weight_file(p) for pool, p in parents.items()}, expected)
-            pids = {record["id"]: host_pid(docker_client, record["id"]) for record, _, _ in members}
-            for record, pool, _ in members:
-                where = cgroup_dir(pids[record["id"]], "cpu")
-                assert where.parent.name == parents[pool].rsplit("/", 1)[1], (record["id"], where)
-            busy = pids[pa_busy["id"]], pids[pb_busy["id"]]
-            parts = [_pa_part(*busy) for _ in range(WINDOWS)]
-    finally:  # the agent was killed: the pools' cgroups it made, empty now, go too
-        for parent in parents.values():
-            relative = parent.lstrip("/")
-            for directory in [*CGROUP_ROOT.glob(f"*/{relative}"), CGROUP_ROOT / relative]:
-                if directory.is_dir():
-                    directory.rmdir()
+    with running_cluster(tmp_path, docker_client, nodes=1, cpus_each=1) as cluster:
+        url, node = cluster.url, cluster.nodes[0]
+        parents = {pool: parent_of(node, pool) for pool in ("pa", "pb")}
+        capacity = {"mode": "delta", "cpu_overcommit": "2"}
+        api(url, f"/v1/nodes/{node}/capacity", capacity, "PATCH")
+        for pool in parents:
+            api(url, f"/v1/pools/{pool}", {}, method="PUT")
+        (idle,) = deploy(url, "pa", _deployment("idle", IDLE, "0.5", "1"))
+        (pa_busy,) = deploy(url, "pa", _deployment("busy", BURN, "0.5", "1"))
+        (pb_busy,) = deploy(url, "pb", _deployment("busy", BURN, "1", "1"))
+        wait_until_running(url, 3)
+        members = ((idle, "pa", 256), (pa_busy, "pa", 256), (pb_busy, "pb", 512))
+        for record, _, shares in members:
+            wait_for_weight(url, record["id"], shares)  # each its own entitlement
+        files = PoolCgroupFiles()
+        expected = "20" if files.v2 else "512"  # v2: 512 shares as runc 1.1.5 writes them
+        _wait_for_text({pool: files.weight_file(p) for pool, p in parents.items()}, expected)
+        pids = {record["id"]: host_pid(docker_client, record["id"]) for record, _, _ in members}
+        for record, pool, _ in members:
+            where = cgroup_dir(pids[record["id"]], "cpu")
+            assert where.parent.name == parents[pool].rsplit("/", 1)[1], (record["id"], where)
+        busy = pids[pa_busy["id"]], pids[pb_busy["id"]]
+        parts = [_pa_part(*busy) for _ in range(WINDOWS)]
     # every window: pa's busy container gets what its idle sibling leaves, not a third
     for part in parts:
         assert abs(part - SPEC_PART) <= TOLERANCE, (parts, SIDE_BY_SIDE_PART)
