@@ -74,7 +74,7 @@ from agent.runtime.settings import Settings
 from agent.runtime.start_fence import StartFence
 from agent.runtime.state_file import AgentState, LastReconcile
 from agent.runtime.steps import WAITING, Step, next_step
-from agent.runtime.usage import CGROUP_ROOT, Sample, cpu_cores, sample
+from agent.runtime.usage import Sample, cpu_cores, sample
 from shared.backoff import Backoff
 from shared.bounds import MAX_MESSAGES, clipped
 from shared.codec import to_json
@@ -120,9 +120,6 @@ class RuntimeOptions:
     restarts: RestartRules = field(default_factory=RestartRules)  # the crash-loop backoff
     # The PSI file the node's CPU pressure is read from; None: from throttling only.
     cpu_pressure_file: Path | None = DEFAULT_PSI_FILE
-    # Where the pools' cgroups are made, when Docker's cgroup driver is cgroupfs
-    # (``pool_cgroups``); None: never, every container as Docker makes it.
-    cgroup_root: Path | None = CGROUP_ROOT
 
 
 @dataclass(frozen=True)
@@ -187,8 +184,8 @@ class Runtime:
         self._docker_problem = ""
         # The pools' cgroups: None until the engine said its cgroup driver, then whether
         # containers are grouped by pool (``pool_cgroups``).
-        self._grouping: bool | None = None if options.cgroup_root else False
-        self._pool_files = PoolCgroupFiles(options.cgroup_root or CGROUP_ROOT)
+        self._grouping: bool | None = None
+        self._pool_files = PoolCgroupFiles()
         self._cgroup_problems: list[str] = []
         self._state_writer = QuietWriter("cannot write the agent state for allot-agent status")
         self._adopted = False
