@@ -12,11 +12,13 @@ The containers are pinned to one CPU (``--cpu``), so the split is the kernel's w
 arithmetic on one run queue whatever else runs on the machine; each case prints the part
 of that CPU's time the two busy containers got that went to ``pa``'s:
 
-- ``flat``: the three containers side by side (what allot does): the idle container's
+- ``flat``: the three containers side by side (how allot runs them under Docker's systemd
+  driver, or where they were made before their agent grouped them): the idle container's
   weight goes to both busy ones by weight, so ``pa`` gets 1/3 (the model's answer,
   ``tests/coordinator/pools/test_kernel_split.py``);
 - ``per pool``: each pool's containers under a cgroup of its own (``--cgroup-parent``),
-  whose cpu.shares are the pool's (1024 each): the kernel fills per pool first, so ``pa``
+  whose cpu.shares are the pool's (1024 each), as allot's agent makes them under the
+  cgroupfs driver (``shared.pool_cgroups``): the kernel fills per pool first, so ``pa``
   gets 1/2, the spec's answer.
 
 cgroup v1 with Docker's cgroupfs driver only (this machine's); it writes the per-pool

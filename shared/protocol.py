@@ -107,6 +107,13 @@ class DesiredContainer(msgspec.Struct, frozen=True, kw_only=True):
     # Seconds it has to stop before it is killed, its deployment's; None (from a
     # coordinator that does not send it) means the agent's own stop_timeout_seconds.
     stop_timeout_seconds: StopTimeout | None = None
+    # The leaf pool of a container without bound cores ("" for a bound one, or from a
+    # coordinator that does not send it). An agent on Docker's cgroupfs driver makes such a
+    # container under its pool's cgroup on the node (``shared.pool_cgroups``), weighted
+    # with the sum of its members' ``limits.cpu_shares``, each member keeping its own
+    # inside; an agent that does not know the field runs the containers side by side,
+    # each weighted by its own ``limits.cpu_shares``, as before.
+    pool: str = ""  # any pool name the tree takes: not bounded like a Name
 
 
 AttemptOutcome = Literal["restarted", "failed"]

@@ -7,6 +7,7 @@ run in a bounded thread pool so the event loop never waits on Docker.
     await engine.start(docker_id)
     await engine.update(docker_id, settings)
     await engine.remove(docker_id, stop_timeout=10)
+    driver = await engine.cgroup_driver()        # "cgroupfs" or "systemd"
 
 An engine that cannot be reached raises ``EngineUnavailable``; the engine refusing one
 call (a missing image, a bad setting) raises ``DockerRefused`` with its explanation. A
@@ -138,11 +139,12 @@ class DockerEngine:
         settings: Settings,
         *,
         stop_timeout: int,
+        cgroup_parent: str = "",
         gate: Gate = _always,
     ) -> str:
         """Create the container (not started), with the seconds it has to stop before it
         is killed kept by Docker (its StopTimeout: a removal after an agent restart still
-        knows it); its Docker id."""
+        knows it), under ``cgroup_parent`` ("": Docker's default); its Docker id."""
         api = self.client.api
         host_config = api.create_host_config(
             **_settings_arguments(settings),
@@ -150,6 +152,7 @@ class DockerEngine:
             # backoff and an event each time; Docker restarting it too would race that.
             restart_policy={"Name": "no", "MaximumRetryCount": 0},
             device_requests=device_requests(container.gpus) or None,
+            cgroup_parent=cgroup_parent or None,
         )
         created = await self._call(
             api.create_container,
@@ -163,6 +166,11 @@ class DockerEngine:
         )
         docker_id: str = created["Id"]
         return docker_id
+
+    async def cgroup_driver(self) -> str:
+        """The engine's cgroup driver: "cgroupfs" or "systemd"."""
+        info = await self._call(self.client.info)
+        return str(info.get("CgroupDriver") or "")
 
     async def start(self, docker_id: str, *, gate: Gate = _always) -> None:
         await self._call(self.client.api.start, docker_id, gate=gate)
@@ -246,6 +254,7 @@ def inspected(attrs: dict[str, Any]) -> Inspected:
             exit_code=state.get("ExitCode") if status in ("exited", "dead") else None,
             stop_timeout=attrs["Config"].get("StopTimeout"),
             bound=found.get(labels.BOUND) == "true",
+            cgroup_parent=host.get("CgroupParent") or "",
         ),
         namespace=found.get(labels.NAMESPACE, ""),
         deployment=found.get(labels.DEPLOYMENT, ""),

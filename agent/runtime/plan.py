@@ -94,6 +94,7 @@ class Observed:
     # StopTimeout); None when it was made without one.
     stop_timeout: int | None = None
     bound: bool = False  # made bound to its CPUs (``allot.bound``), not on the shared pool
+    cgroup_parent: str = ""  # Docker's CgroupParent: a pool's cgroup, or "" (Docker's default)
 
 
 @dataclass(frozen=True)
@@ -201,18 +202,18 @@ def plan(
         if wanted is None:
             if container_id in replaced:
                 continue  # its replacing container's swap decides
-            leftovers = _keeper_first(by_id[container_id])
+            leftovers = keeper_first(by_id[container_id])
             removals = tuple(_remove(None, c, "no longer desired") for c in leftovers)
             work.append(Work(container_id, removals))
             continue
-        ranked = _keeper_first(by_id[container_id])
+        ranked = keeper_first(by_id[container_id])
         kept, extra = (ranked[0], ranked[1:]) if ranked else (None, [])
         duplicates = tuple(_remove(wanted, c, "duplicate") for c in extra)
         one = _work_for(
             wanted, kept, targets[container_id], applied.get(container_id), host, retries
         )
         if wanted.replaces in replaced:
-            old = _keeper_first(by_id[wanted.replaces])
+            old = keeper_first(by_id[wanted.replaces])
             one, for_old = _swap(wanted, kept, old[0] if old else None, one, swaps)
             if for_old.actions:
                 work.append(for_old)
@@ -475,7 +476,7 @@ def tries(work: Work) -> bool:
     return restarted(work) is not None or any(isinstance(a, Create) for a in work.actions)
 
 
-def _keeper_first(containers: list[Observed]) -> list[Observed]:
+def keeper_first(containers: list[Observed]) -> list[Observed]:
     """Of several containers with one id, the one to keep first: running, then newest."""
     newest_first = sorted(containers, key=lambda c: (c.created, c.docker_id), reverse=True)
     return sorted(newest_first, key=lambda c: c.state != "running")

@@ -67,6 +67,7 @@ from agent.runtime.plan import (
     target_settings,
     tries,
 )
+from agent.runtime.pool_cgroups import PoolCgroupFiles, group_weights, grouping, new_parent
 from agent.runtime.pressure import DEFAULT_PSI_FILE, PressureGauge, SamplePair, container_pressure
 from agent.runtime.restarts import CrashLoop, RestartRules, after_try, describe, ended
 from agent.runtime.settings import Settings
@@ -181,6 +182,11 @@ class Runtime:
         ] = {}  # per container in a loop: its last restart or failure
         self._next_try: float | None = None  # the earliest try not yet due (Unix time)
         self._docker_problem = ""
+        # The pools' cgroups: None until the engine said its cgroup driver, then whether
+        # containers are grouped by pool (``pool_cgroups``).
+        self._grouping: bool | None = None
+        self._pool_files = PoolCgroupFiles()
+        self._cgroup_problems: list[str] = []
         self._state_writer = QuietWriter("cannot write the agent state for allot-agent status")
         self._adopted = False
         self._last_pass: LastReconcile | None = None
@@ -315,6 +321,7 @@ class Runtime:
         done: set[str] = set()  # the containers this pass acted on
         try:
             observed = await self._observe()
+            await self._learn_grouping()
             self._note_adoption(observed)
             while desired is not None:
                 work = self._plan(desired, observed)
@@ -386,10 +393,33 @@ class Runtime:
         return target_settings(desired, self.host, still_bound(desired, seen, self.host))
 
     def _plan(self, desired: dict[str, DesiredContainer], observed: list[Inspected]) -> list[Work]:
+        """The work, with the pools' cgroups weighted first: a member about to be made
+        counts in its cgroup's weight before it starts."""
         swaps = self._swaps(desired)
         seen = [one.observed for one in observed]
         retries = self._retries(seen)
+        grouped = grouping(desired, seen, node=self.options.node, enabled=bool(self._grouping))
+        self._weigh_pool_cgroups(group_weights(desired, grouped))
         return plan(desired, seen, self._applied.settings, self.host, swaps, retries)
+
+    async def _learn_grouping(self) -> None:
+        """Whether containers are grouped by pool, from the engine's cgroup driver, asked
+        once (``EngineUnavailable`` when the engine does not answer: asked again)."""
+        if self._grouping is not None:
+            return
+        driver = await self.engine.cgroup_driver()
+        self._grouping = driver == "cgroupfs"
+        log.info(
+            "pool cgroups" if self._grouping else "no pool cgroups",
+            cgroup_driver=driver,
+            reason="a cgroup per pool" if self._grouping else "the driver manages parents itself",
+        )
+
+    def _weigh_pool_cgroups(self, weights: dict[str, int]) -> None:
+        problems = self._pool_files.apply(weights) if self._grouping else []
+        for problem in set(problems) - set(self._cgroup_problems):
+            log.warning("pool cgroup not weighted", reason=problem)
+        self._cgroup_problems = problems
 
     def _next_step(
         self,
@@ -624,8 +654,15 @@ class Runtime:
         if isinstance(action, Create):
             timeout = self._stop_timeout(action.container.stop_timeout_seconds)
             with self._fence.starting(container_id) as gate:
+                parent = new_parent(
+                    action.container, node=self.options.node, enabled=bool(self._grouping)
+                )
                 docker_id = await self.engine.create(
-                    action.container, action.settings, stop_timeout=timeout, gate=gate
+                    action.container,
+                    action.settings,
+                    stop_timeout=timeout,
+                    cgroup_parent=parent,
+                    gate=gate,
                 )
             with self._fence.starting(container_id) as gate:
                 await self.engine.start(docker_id, gate=gate)
@@ -722,7 +759,7 @@ class Runtime:
         self._state_writer.write(self.options.state_path, to_json(self._state(report)))
 
     def _build_report(self) -> Status:
-        problems = list(self.options.node_problems)
+        problems = [*self.options.node_problems, *self._cgroup_problems]
         if self._docker_problem:
             problems.append(f"docker: {self._docker_problem}")
         return Status(

@@ -7,8 +7,9 @@ the configuration lacks joins the tree on demand, top level with weight 1
 (``coordinator.pools.on_demand``), so every container has a fair share. The pool
 tree's update gets each pool's demand from its containers' requests; after it, the unbound
 containers of each pool get CPU weights in proportion to their part of the pool's fair
-share, and a hard CFS quota only where a limit says so (``coordinator.pools.host_weights``
-states the mapping), pushed live through the agents' desired state when a weight or quota
+share (which their agent adds up as the weight of the pool's cgroup on the host), and a
+hard CFS quota only where a limit says so (``coordinator.pools.host_weights`` states the
+mapping), pushed live through the agents' desired state when a weight or quota
 moves by more than ``SHARE_CHANGE`` of its value.
 """
 

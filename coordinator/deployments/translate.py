@@ -164,4 +164,5 @@ def desired_container(record: ContainerRecord) -> DesiredContainer:
         extended=record.extended,
         replaces=record.replaces,
         stop_timeout_seconds=record.stop_timeout_seconds,
+        pool="" if record.cpu_bind else record.pool,
     )

@@ -13,13 +13,19 @@ The mapping, in the spec's words:
    container's CPU limit, or its request without one). That part is what the container
    is *entitled* to; a pool's entitlement on a host is the sum over its containers there.
 2. Every unbound container's CPU weight is its entitlement at 1024 per core (Docker's
-   convention: ``cpu.shares`` 1024 is one core's weight). Weights are therefore in
-   proportion to entitlements across all pools and at every depth of the tree: the tree
-   has already folded nesting, guarantees, limits and volumes into the leaf pools' fair
-   shares, and each host gets every pool's fair share in proportion to the demand the
-   pool placed there. Under contention the kernel hands out CPU in proportion to these
-   weights, so each pool gets its fair share on the host; CPU that some container leaves
-   idle goes to whoever can use it, since a weight limits nothing.
+   convention: ``cpu.shares`` 1024 is one core's weight), sent to its agent as its
+   ``cpu_shares`` with the name of its pool. Weights are therefore in proportion to
+   entitlements across all pools and at every depth of the tree: the tree has already
+   folded nesting, guarantees, limits and volumes into the leaf pools' fair shares, and
+   each host gets every pool's fair share in proportion to the demand the pool placed
+   there. An agent on Docker's cgroupfs driver puts a pool's containers on its host in
+   one cgroup of the pool's (``shared.pool_cgroups``) weighted with their entitlements
+   added: the pool's fair share on that host at 1024 per core; each member keeps its own
+   weight inside, against its siblings only. Under contention the kernel hands out CPU
+   between the pools' cgroups in proportion to these weights, so each pool gets its fair
+   share on the host, and within a pool between its members by demand; CPU that some
+   container leaves idle goes to its pool's other containers first, then to whoever can
+   use it, since a weight limits nothing.
 3. A hard CFS quota stays only where a limit says so: the container's own CPU limit; its
    part (by demand) of a pool's ``resource_limits`` cpu, the pool's or any ancestor's
    (an ancestor's limit divided over its subtree in proportion to fair shares); and a
@@ -35,14 +41,16 @@ a pool within its share gets what it wants, and the pools above theirs are cut, 
 largest use relative to its share first, down to one common multiple of their shares,
 never below the share while the shares fit the host. It holds per pool as long as each
 pool's containers on a host are loaded alike (all busy, all idle, or each at the same
-fraction of its demand; one container per pool per host is the common case). It does not
-hold for a pool with an idle and a busy container on one host: the idle one's weight goes
-to every container there by weight, not to its busy sibling (shares 1 and 1 core on 2
-CPUs, ``pa`` one idle and one busy container of 1 core, ``pb`` one busy of 2: ``pa`` gets
-2/3 core and ``pb``, above its share, 4/3). A cgroup per pool on each host (Docker's
-``cgroup_parent``) would make the kernel fill per pool first; that is not built. Proven
-over a model of the kernel in ``tests/coordinator/pools/test_kernel_split.py``, and the
-gap measured in ``bench/pool_cgroups.py``.
+fraction of its demand; one container per pool per host is the common case). With a
+cgroup per pool it holds however a pool's containers are loaded: the kernel fills per
+pool first. Side by side, as containers run where the agent does not group them (Docker's
+systemd driver, or a container made before its agent grouped), it does not hold for a
+pool with an idle and a busy container on one host: the idle one's weight goes to every
+container there by weight, not to its busy sibling (shares 1 and 1 core on 2 CPUs, ``pa``
+one idle and one busy container of 1 core, ``pb`` one busy of 2: ``pa`` gets 2/3 core
+and ``pb``, above its share, 4/3; with the pools' cgroups 1 and 1). Proven over a model
+of the kernel in ``tests/coordinator/pools/test_kernel_split.py``, and measured in
+``bench/pool_cgroups.py`` and ``tests/docker/test_pool_cgroups.py``.
 
 Weights are clamped to cgroup v1's 2..262144 ``cpu.shares``. Under cgroup v2 Docker writes
 ``cpu.weight`` from the shares through runc: runc before 1.3.2 (Debian bookworm's 1.1.5,

@@ -19,7 +19,7 @@ from typing import Any
 import docker
 import pytest
 
-from tests.docker.runtimes import cpus, remove_all
+from tests.docker.runtimes import cpus, remove_all, remove_empty_pool_cgroups
 from tests.e2e.processes import Service, api, wait_for_node_state
 
 
@@ -70,6 +70,7 @@ def running_cluster(
                 service.process.wait(timeout=10)
         for node in names:
             remove_all(client, node)
+        remove_empty_pool_cgroups()
 
 
 CONVERGE_SECONDS = 45.0

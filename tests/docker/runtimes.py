@@ -25,8 +25,10 @@ from agent.runtime.docker_engine import DockerEngine
 from agent.runtime.labels import node_filter
 from agent.runtime.plan import Host
 from agent.runtime.reconciler import Runtime, RuntimeOptions
+from agent.runtime.usage import CGROUP_ROOT
 from shared.cpuset import CpuSet
 from shared.logs import fields_of
+from shared.pool_cgroups import DOCKER_PARENT, PREFIX
 from shared.protocol import ContainerStatus, DesiredContainer, Limits
 from tests.docker.cgroups import as_held, cgroup_settings
 from tests.docker.conftest import IMAGE
@@ -165,6 +167,15 @@ def assert_enforced(
 def remove_all(client: docker.DockerClient, node: str) -> None:
     for found in client.api.containers(all=True, filters=node_filter(node)):
         client.api.remove_container(found["Id"], force=True)
+
+
+def remove_empty_pool_cgroups(root: Path = CGROUP_ROOT) -> None:
+    """The pools' cgroups (``shared.pool_cgroups``) that agents a test killed leave behind,
+    those no container holds any more; one still in use stays (the kernel refuses)."""
+    pattern = f"{DOCKER_PARENT.lstrip('/')}/{PREFIX}*"
+    for directory in sorted({*root.glob(f"*/{pattern}"), *root.glob(pattern)}):
+        with contextlib.suppress(OSError):  # in use, or gone with another hierarchy's link
+            directory.rmdir()
 
 
 def logged(caplog: pytest.LogCaptureFixture, message: str) -> list[dict[str, object]]:

@@ -2,9 +2,11 @@
 real pool tree, and properties over random trees and placements (hypothesis):
 
 - on every host, each container's weight is its entitlement at 1024 per core (within
-  rounding, unless clamped to 2..262144), so any two pools' weights there are in
-  proportion to their fair shares on that host, pools created on demand included (a
-  container's pool need not be configured: ``coordinator.pools.on_demand``);
+  rounding, unless clamped to 2..262144), and the weight of its pool's cgroup there
+  (``shared.pool_cgroups.group_shares``, as the agent sets it) is the pool's fair share on
+  that host at 1024 per core, so any two pools' cgroups there weigh in proportion to
+  their fair shares on that host, pools created on demand included (a container's pool
+  need not be configured: ``coordinator.pools.on_demand``);
 - a container's quota never exceeds its own limit, and exists only where a limit says so;
 - the ceilings of an ancestor's leaves add up to at most its CPU limit.
 """
@@ -29,6 +31,7 @@ from coordinator.pools.host_weights import (
     pool_ceilings,
 )
 from coordinator.pools.on_demand import tree_pools
+from shared.pool_cgroups import group_shares
 from tests.coordinator.pools.test_properties import configs
 
 TWO_CPUS = {"cpu": 2.0, "memory": 0.0}
@@ -125,22 +128,22 @@ def test_per_host_weights_follow_fair_shares_and_quotas_keep_limits(
     weights = host_weights(targets, containers)
     assert {c.pool for c in containers} <= set(targets)  # every container's pool has a share
 
-    # each pool's fair share on each host, and its containers' weights there
+    # each pool's fair share on each host, and the weight of its cgroup there
     fair: dict[tuple[str, str], float] = defaultdict(float)
-    held: dict[tuple[str, str], int] = defaultdict(int)
+    members: dict[tuple[str, str], list[int]] = defaultdict(list)
     clamped: set[tuple[str, str]] = set()
     for container in containers:
         entitled = targets[container.pool].cores * container.demand
         entitled /= demands[container.pool]["cpu"]
         key = (container.node, container.pool)
         fair[key] += entitled
-        held[key] += weights[container.id].shares
+        members[key].append(weights[container.id].shares)
         if not MIN_SHARES < SHARES_PER_CORE * entitled < MAX_SHARES:
             clamped.add(key)
     for key, cores in fair.items():
-        if key not in clamped:
-            count = sum(1 for c in containers if (c.node, c.pool) == key)
-            assert abs(held[key] - SHARES_PER_CORE * cores) <= 0.5 * count
+        if key not in clamped and SHARES_PER_CORE * cores < MAX_SHARES - len(members[key]):
+            parent = group_shares(members[key])
+            assert abs(parent - SHARES_PER_CORE * cores) <= 0.5 * len(members[key])
 
     for container in containers:
         quota = weights[container.id].quota
