@@ -42,6 +42,8 @@ Listener = Callable[[list[Event]], None]
 class Replica:
     """``Store`` over a ``ClusterStore``: reads from memory, commits to the store."""
 
+    quorum = None  # commits go on to the store as they come (``Store.quorum``)
+
     def __init__(self, store: ClusterStore, entries: list[Entry], revision: int) -> None:
         self._store = store
         self._entries = {entry.key: entry for entry in entries}
