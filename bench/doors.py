@@ -4,12 +4,17 @@ connections, websocket upgrades without a token, and wrong join tokens in a row.
     .venv/bin/python bench/doors.py [--idle 3000] [--upgrades 2000] [--wrong 500]
                                     [--wrong-seconds 20] [--header-timeout 2] [--wait 5]
 
-It starts a real coordinator (SQLite store in a temporary directory, on loopback), then:
+It starts a real coordinator (SQLite store in a temporary directory, on loopback), and
+an authenticated client in a process of its own that lists nodes every 10 ms from then
+on; after ``--baseline`` seconds of the client alone, it:
 1. opens ``--idle`` connections that send half a request header and nothing more, and
    after ``--wait`` seconds counts how many the server has closed;
 2. sends ``--upgrades`` websocket upgrades of /v1/agent without a token, reads each 401,
    and after ``--wait`` seconds counts how many sockets the server has closed;
-3. sends ``--wrong`` upgrades with a wrong join token one after the other (for at most
+3. prints the client's latency (p50, p99) and answers a second alone and during 1-2,
+   with the ratios (the client's figures are those that ``tests/e2e/test_abuse.py``
+   once asserted; the test now compares rates alone, with a generous bound);
+4. sends ``--wrong`` upgrades with a wrong join token one after the other (for at most
    ``--wrong-seconds``) and prints their rate, how many lines the coordinator logged
    meanwhile, and its ``allot_auth_failures_total`` (absent before this existed).
 
@@ -21,14 +26,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import multiprocessing
+import queue
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import AsyncIterator
+from multiprocessing.queues import Queue
 from pathlib import Path
+from typing import Protocol
+
+import aiohttp
 
 BIN = Path(sys.executable).parent
 JOIN_TOKEN = "bench-join-token-0123456789abcdef"
@@ -112,6 +126,100 @@ async def wrong_tokens(host: str, port: int, count: int, seconds: float) -> tupl
     return answered, answered / (time.perf_counter() - started)
 
 
+class Flag(Protocol):
+    def is_set(self) -> bool: ...
+    def set(self) -> None: ...
+
+
+Timed = list[tuple[float, float]]  # when each request began (time.monotonic), its latency
+
+
+async def work(url: str, token: str, started: Flag, stop: Flag) -> Timed:
+    """An authenticated client listing nodes again and again, 10 ms apart, until
+    ``stop``: when each request began (``time.monotonic``, the same clock in every
+    process) and its latency. ``started`` is set once the first one is answered; an
+    answer other than 200 ends it with an error."""
+    timed = []
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+        while not stop.is_set():
+            began = time.monotonic()
+            async with http.get(url + "/v1/nodes") as response:
+                assert response.status == 200, await response.text()
+                await response.read()
+            timed.append((began, time.monotonic() - began))
+            started.set()
+            await asyncio.sleep(0.01)
+    return timed
+
+
+def client_process(url: str, token: str, started: Flag, stop: Flag, results: Queue[Timed]) -> None:
+    results.put(asyncio.run(work(url, token, started, stop)))
+
+
+@contextlib.asynccontextmanager
+async def working_client(url: str, token: str) -> AsyncIterator[Timed]:
+    """``work`` in a process of its own while the body runs, from the client's first
+    answer on; the list yielded is filled with its requests on the way out. Its own
+    process, because the flood the body sends must not take the client's turns (one
+    interpreter lock), or its figures would measure the flood's sender."""
+    spawn = multiprocessing.get_context("spawn")
+    started, stop, results = spawn.Event(), spawn.Event(), spawn.Queue()
+    client = spawn.Process(target=client_process, args=(url, token, started, stop, results))
+    client.start()
+    timed: Timed = []
+    try:
+        if not await asyncio.to_thread(started.wait, 30):
+            raise RuntimeError("the client never got an answer")
+        yield timed
+    finally:
+        stop.set()
+        try:
+            timed += await asyncio.to_thread(results.get, timeout=30)
+        except queue.Empty:
+            raise RuntimeError(
+                f"the client ended (exit code {client.exitcode}) without its figures:"
+                " its error is above"
+            ) from None
+        finally:
+            client.join(timeout=30)
+
+
+def answered_within(timed: Timed, since: float, until: float) -> list[float]:
+    """The latencies of the requests answered from ``since`` to ``until``."""
+    return [latency for began, latency in timed if since <= began + latency <= until]
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def client_figures(timed: Timed, alone: tuple[float, float], flood: tuple[float, float]) -> str:
+    """The client's latency and answers a second alone and during the flood, and the
+    ratios flood/alone."""
+    figures = {}
+    for name, (since, until) in {"alone": alone, "flood": flood}.items():
+        latencies = answered_within(timed, since, until)
+        if not latencies:
+            return f"client: no answer {name} ({len(timed)} in all)"
+        figures[name] = (
+            statistics.median(latencies) * 1000,
+            p99(latencies) * 1000,
+            len(latencies) / (until - since),
+            len(latencies),
+        )
+    lines = [
+        f"client {name:5}: {count:5} answers, {rate:6.1f}/s, p50 {p50:6.1f} ms, p99 {high:6.1f} ms"
+        for name, (p50, high, rate, count) in figures.items()
+    ]
+    (a50, a99, a_rate, _), (f50, f99, f_rate, _) = figures["alone"], figures["flood"]
+    lines.append(
+        f"client flood/alone: p50 x{f50 / a50:.1f}, p99 x{f99 / a99:.1f},"
+        f" answers a second x{f_rate / a_rate:.2f}"
+    )
+    return "\n".join(lines)
+
+
 def auth_failures(url: str) -> str:
     with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
         text: str = response.read().decode()
@@ -126,11 +234,17 @@ async def run(args: argparse.Namespace) -> None:
         host, port = url.removeprefix("http://").rsplit(":", 1)
         started_at = len(log.read_text().splitlines())
         try:
-            closed = await hold(host, int(port), HALF_HEADER, args.idle, args.wait)
-            print(f"half-header connections: {args.idle}, closed by the server: {closed}")
-            headers = UPGRADE + b"\r\n"
-            closed = await hold(host, int(port), headers, args.upgrades, args.wait)
-            print(f"upgrades without a token: {args.upgrades}, closed by the server: {closed}")
+            async with working_client(url, API_TOKEN) as timed:
+                alone = time.monotonic()
+                await asyncio.sleep(args.baseline)
+                flood = time.monotonic()
+                closed = await hold(host, int(port), HALF_HEADER, args.idle, args.wait)
+                print(f"half-header connections: {args.idle}, closed by the server: {closed}")
+                headers = UPGRADE + b"\r\n"
+                closed = await hold(host, int(port), headers, args.upgrades, args.wait)
+                print(f"upgrades without a token: {args.upgrades}, closed by the server: {closed}")
+                flood_ended = time.monotonic()
+            print(client_figures(timed, (alone, flood), (flood, flood_ended)))
             lines_before = len(log.read_text().splitlines())
             answered, rate = await wrong_tokens(host, int(port), args.wrong, args.wrong_seconds)
             logged = len(log.read_text().splitlines()) - lines_before
@@ -151,6 +265,7 @@ def main() -> None:
     parser.add_argument("--wrong-seconds", type=float, default=20.0)
     parser.add_argument("--header-timeout", type=float, default=0.0)
     parser.add_argument("--wait", type=float, default=5.0)
+    parser.add_argument("--baseline", type=float, default=3.0)
     asyncio.run(run(parser.parse_args()))
 
 

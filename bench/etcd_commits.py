@@ -52,7 +52,8 @@ from pathlib import Path
 from etcd_cluster import EtcdCluster, etcd_missing
 
 from coordinator.election import LEADER_KEY, Election
-from coordinator.store import Compare, CompareCreated, Entry, Store, Txn, TxnResult
+from coordinator.store import Compare, CompareCreated, Store, Txn, TxnResult
+from coordinator.store.delegating import DelegatingStore
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.etcd_link import EtcdSettings
 from coordinator.store.fenced import FencedStore
@@ -194,23 +195,13 @@ async def unmarked_etcd(directory: Path) -> AsyncIterator[Store]:
         yield FenceOnly(replica, CompareCreated(LEADER_KEY, won_at))
 
 
-class FenceOnly:
+class FenceOnly(DelegatingStore):
     def __init__(self, replica: Replica, fence: CompareCreated) -> None:
-        self._replica = replica
+        super().__init__(replica)
         self._fence = fence
 
-    @property
-    def revision(self) -> int:
-        return self._replica.revision
-
-    async def get(self, key: str) -> Entry | None:
-        return await self._replica.get(key)
-
-    async def range(self, prefix: str) -> list[Entry]:
-        return await self._replica.range(prefix)
-
     async def commit(self, txn: Txn) -> TxnResult:
-        return await self._replica.commit(replace(txn, compares=(*txn.compares, self._fence)))
+        return await super().commit(replace(txn, compares=(*txn.compares, self._fence)))
 
     async def close(self) -> None:
         """The replica is ``leader_on_etcd``'s."""

@@ -61,7 +61,6 @@ from coordinator.deployments.timings import NO_TIMINGS, Timings
 from coordinator.deployments.translate import desired_container, pending_container
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
-from coordinator.metrics_store import TimedStore
 from coordinator.placement import Delta, Node, NodeState, Placement
 from coordinator.placement.engine import AnyRequest
 from coordinator.pools.host_weights import PoolCpu
@@ -74,7 +73,6 @@ from coordinator.services.pressure import PressureBook
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
 from coordinator.store import Store
-from coordinator.store.fenced import FencedStore
 from shared.api.containers import ContainerRecord
 from shared.api.deployments import DeploymentRecord, DeploymentSpec
 from shared.api.nodes import NodeRecord
@@ -118,7 +116,6 @@ class DeploymentService:
             registry, quotas, pools, share_base, clock, fresh or {}, pressured=self.pressure.under
         )
         self._timings = timings
-        quorum = store.quorum if isinstance(store, FencedStore | TimedStore) else None
         self._sequencer = Sequencer(
             store,
             self._books,
@@ -126,7 +123,7 @@ class DeploymentService:
             events,
             settle=relabel,
             registry=registry,
-            quorum=quorum,
+            quorum=store.quorum,
             timings=timings,
         )
         self._followed: dict[str, tuple[PoolCpu, int]] = {}  # pool -> target, pool_version

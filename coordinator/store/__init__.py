@@ -34,7 +34,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+if TYPE_CHECKING:
+    from coordinator.store.quorum import Quorum
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,13 @@ class Store(Protocol):
     @property
     def revision(self) -> int:
         """The latest revision this store has seen committed."""
+        ...
+
+    @property
+    def quorum(self) -> Quorum | None:
+        """The watch of etcd's quorum on which this store refuses commits at once while
+        quorum is known lost (a leader's ``FencedStore``, and whatever wraps one), for
+        the services to refuse what they queued as well; None where there is none."""
         ...
 
     async def get(self, key: str) -> Entry | None: ...

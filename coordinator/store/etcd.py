@@ -68,6 +68,10 @@ _LIMITS = {
 class EtcdStore:
     """``Store`` on an etcd cluster; several processes may open the same one."""
 
+    # Commits are sent whatever etcd's quorum: a leader's ``FencedStore`` is what refuses
+    # them at once while it is known lost (``Store.quorum``).
+    quorum = None
+
     def __init__(self, link: EtcdLink, revision: int) -> None:
         self._link = link
         self._root = link.settings.prefix.encode()

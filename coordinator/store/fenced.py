@@ -65,13 +65,13 @@ from dataclasses import dataclass, replace
 from coordinator.store import (
     Compare,
     CompareCreated,
-    Entry,
     OutcomeUnknown,
     Store,
     StoreError,
     Txn,
     TxnResult,
 )
+from coordinator.store.delegating import DelegatingStore
 from coordinator.store.quorum import Quorum
 from coordinator.store.steps import JOURNALS, decoded, encoded, operations, split
 from shared.logs import get_logger
@@ -109,7 +109,7 @@ class Deposed(StoreError):
         super().__init__(f"this coordinator no longer leads ({why}); nothing was committed")
 
 
-class FencedStore:
+class FencedStore(DelegatingStore):
     def __init__(
         self,
         store: Store,
@@ -122,14 +122,14 @@ class FencedStore:
         most_operations: int | None = None,
         tag: str = "",
     ) -> None:
-        self._store = store
+        super().__init__(store)
         # Another process of the same leader (the lease process) fences its commits with
         # the same key: its markers carry a tag of their own, so the two never share one.
         self._tag = tag
         # etcd's --max-txn-ops: a commit with more writes is made in steps (None: never).
         self._page = most_operations
         # Known lost: a commit is refused at once, unsent (one in flight is still settled).
-        self.quorum = quorum
+        self._quorum = quorum
         self._witness = witness
         self._fence = CompareCreated(key, won_at)
         self._on_deposed = on_deposed
@@ -141,27 +141,21 @@ class FencedStore:
         self._left: set[str] | None = None
 
     @property
-    def revision(self) -> int:
-        return self._store.revision
-
-    async def get(self, key: str) -> Entry | None:
-        return await self._store.get(key)
-
-    async def range(self, prefix: str) -> list[Entry]:
-        return await self._store.range(prefix)
+    def quorum(self) -> Quorum | None:
+        return self._quorum
 
     async def commit(self, txn: Txn) -> TxnResult:
         if self._deposed is not None:
             raise Deposed(self._deposed)
-        if self.quorum is not None:
-            self.quorum.check()
+        if self._quorum is not None:
+            self._quorum.check()
         if not (txn.puts or txn.deletes):  # nothing to apply twice: no marker needed
             return await self._fenced(replace(txn, compares=(*txn.compares, self._fence)))
         if self._left is None:
             # Earlier leaders' markers only: this leader's own (of any of its processes)
             # are in use or free.
             own = f"{MARKERS}{self._fence.create_revision}-"
-            left = {e.key for e in await self._store.range(MARKERS) if not e.key.startswith(own)}
+            left = {e.key for e in await self.inner.range(MARKERS) if not e.key.startswith(own)}
             if self._left is None:  # not read meanwhile by a concurrent first commit
                 self._left = left
         marker = self._free.pop() if self._free else self._new_marker()
@@ -216,7 +210,7 @@ class FencedStore:
 
     async def _fenced(self, txn: Txn) -> TxnResult:
         """``txn`` (which carries the fence) committed; ``Deposed`` if the fence failed."""
-        result = await self._store.commit(txn)
+        result = await self.inner.commit(txn)
         if not result.succeeded and not await self._fence_holds():
             self._depose(REFUSED_BY_THE_FENCE)
             raise Deposed(REFUSED_BY_THE_FENCE)
@@ -315,10 +309,10 @@ class FencedStore:
         """Finish every commit that a leader before this one left between its steps
         (each journal's writes made again, then the journal deleted); the store's
         revision after. To be called once elected, before anything is read to serve."""
-        for entry in await self._store.range(JOURNALS):
+        for entry in await self.inner.range(JOURNALS):
             txn = decoded(entry.value)
             if self._left is None:
-                self._left = {e.key for e in await self._store.range(MARKERS)}
+                self._left = {e.key for e in await self.inner.range(MARKERS)}
             marker = self._free.pop() if self._free else self._new_marker()
             pages = split(txn, most=self._room()) if self._page else [txn]
             await self._finish(entry.key, entry.mod_revision, pages, marker)
@@ -328,7 +322,7 @@ class FencedStore:
                 journal=entry.key,
                 writes=operations(txn),
             )
-        return self._store.revision
+        return self.inner.revision
 
     def _new_marker(self) -> Marker:
         serial = next(self._serial)

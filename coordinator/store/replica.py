@@ -46,6 +46,8 @@ Listener = Callable[[list[Event]], None]
 class Replica:
     """``Store`` over a ``ClusterStore``: reads from memory, commits to the store."""
 
+    quorum = None  # commits go on to the store as they come (``Store.quorum``)
+
     def __init__(self, store: ClusterStore, revision: int) -> None:
         """Empty, at ``revision``; ``follow`` fills it."""
         self._store = store

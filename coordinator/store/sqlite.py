@@ -82,6 +82,8 @@ _Applied = tuple[TxnResult, list[Event]]
 class SqliteStore:
     """``Store`` on a SQLite file; only one process may open a file at a time."""
 
+    quorum = None  # one file, no quorum to lose (``Store.quorum``)
+
     def __init__(
         self,
         connection: sqlite3.Connection,

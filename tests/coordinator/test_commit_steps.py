@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from bench.etcd_cluster import EtcdCluster
 from coordinator.election import LEADER_KEY
-from coordinator.store import Compare, CompareCreated, Entry, Store, StoreError, Txn, TxnResult
+from coordinator.store import Compare, CompareCreated, Store, StoreError, Txn, TxnResult
+from coordinator.store.delegating import DelegatingStore
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.fenced import Deposed, FencedStore
 from coordinator.store.steps import JOURNALS, decoded, encoded, split
@@ -62,26 +63,16 @@ def test_a_journal_gives_back_the_writes_and_an_empty_split_is_one_empty_page() 
 # --- the steps on a real etcd member (--max-txn-ops=128) --------------------------------
 
 
-class Held(Store):
+class Held(DelegatingStore):
     """The real store, whose commits after the first ``allowed`` wait until ``go`` is
     set: a leader frozen between two steps (a paused process), for a test to take over
     from it meanwhile."""
 
     def __init__(self, store: EtcdStore) -> None:
-        self._store = store
+        super().__init__(store)
         self.allowed: int | None = None  # None: every commit goes through
         self.holding = asyncio.Event()
         self.go = asyncio.Event()
-
-    @property
-    def revision(self) -> int:
-        return self._store.revision
-
-    async def get(self, key: str) -> Entry | None:
-        return await self._store.get(key)
-
-    async def range(self, prefix: str) -> list[Entry]:
-        return await self._store.range(prefix)
 
     async def commit(self, txn: Txn) -> TxnResult:
         if self.allowed is not None:
@@ -90,7 +81,7 @@ class Held(Store):
                 await self.go.wait()
             else:
                 self.allowed -= 1
-        return await self._store.commit(txn)
+        return await super().commit(txn)
 
     async def close(self) -> None:
         """The store is the test's to close."""

@@ -106,6 +106,8 @@ async def test_one_decision_may_bring_more_events_than_the_log_keeps(
 class DictStore:
     """Just enough of a ``Store`` for the event log: keys and values, no revisions."""
 
+    quorum = None
+
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
 

@@ -16,7 +16,8 @@ import pytest
 
 from bench.etcd_cluster import EtcdCluster
 from coordinator.election import LEADER_KEY
-from coordinator.store import Compare, Entry, OutcomeUnknown, Txn, TxnResult
+from coordinator.store import Compare, OutcomeUnknown, Txn, TxnResult
+from coordinator.store.delegating import DelegatingStore
 from coordinator.store.etcd import EtcdStore
 from coordinator.store.fenced import MARKERS, SETTLE_SECONDS, FencedStore
 from tests.coordinator.store_engines import etcd_settings
@@ -24,29 +25,19 @@ from tests.coordinator.store_engines import etcd_settings
 AFTER, BEFORE, ANSWERED = "applied, answer lost", "lost before applied", "answered"
 
 
-class LosingStore:
+class LosingStore(DelegatingStore):
     """The real store, except that commits lose their answers as ``plan`` says (in
     order; once it runs out, every commit is answered)."""
 
     def __init__(self, store: EtcdStore, plan: list[str]) -> None:
-        self.store = store
+        super().__init__(store)
         self.plan = plan
-
-    @property
-    def revision(self) -> int:
-        return self.store.revision
-
-    async def get(self, key: str) -> Entry | None:
-        return await self.store.get(key)
-
-    async def range(self, prefix: str) -> list[Entry]:
-        return await self.store.range(prefix)
 
     async def commit(self, txn: Txn) -> TxnResult:
         fate = self.plan.pop(0) if self.plan else ANSWERED
         if fate == BEFORE:
             raise OutcomeUnknown("lost before it was applied")
-        result = await self.store.commit(txn)
+        result = await super().commit(txn)
         if fate == AFTER:
             raise OutcomeUnknown("applied, and the answer lost")
         return result

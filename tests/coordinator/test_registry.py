@@ -18,7 +18,8 @@ from coordinator.deployments.service import DeploymentService
 from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
-from coordinator.store import Entry, Store, StoreError, Txn, TxnResult
+from coordinator.store import Store, StoreError, Txn, TxnResult
+from coordinator.store.delegating import DelegatingStore
 from coordinator.store.sqlite import SqliteStore
 from shared.api.nodes import NodeHealth, NodeRecord
 from shared.cpuset import CpuSet
@@ -40,33 +41,20 @@ class Clock:
         self.mono += seconds
 
 
-class FlakyStore:
+class FlakyStore(DelegatingStore):
     """A real store whose next ``failures`` commits raise StoreError, after ``on_failure``."""
 
     def __init__(self, inner: SqliteStore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.failures = 0
         self.on_failure: Callable[[], None] = lambda: None
-
-    @property
-    def revision(self) -> int:
-        return self.inner.revision
-
-    async def get(self, key: str) -> Entry | None:
-        return await self.inner.get(key)
-
-    async def range(self, prefix: str) -> list[Entry]:
-        return await self.inner.range(prefix)
 
     async def commit(self, txn: Txn) -> TxnResult:
         if self.failures:
             self.failures -= 1
             self.on_failure()
             raise StoreError("injected: the disk is full")
-        return await self.inner.commit(txn)
-
-    async def close(self) -> None:
-        await self.inner.close()
+        return await super().commit(txn)
 
 
 @pytest.fixture

@@ -47,7 +47,8 @@ from coordinator.services.events import EventLog, Note
 from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
-from coordinator.store import Entry, Store, StoreError, Txn, TxnResult
+from coordinator.store import Store, StoreError, Txn, TxnResult
+from coordinator.store.delegating import DelegatingStore
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from tests.builders import make_inventory
@@ -91,25 +92,15 @@ waves = st.lists(st.lists(ops, min_size=1, max_size=7), min_size=1, max_size=4)
 plans = st.lists(st.sampled_from(("ok", "ok", "fail", "refuse", "slow")), max_size=16)
 
 
-class FlakyStore(Store):
+class FlakyStore(DelegatingStore):
     """The real store, whose commits fail as ``plan`` says, one word a commit: "fail"
     raises before anything is written, "refuse" answers as a failed compare does, "slow"
     commits after a pause (so that more is decided meanwhile)."""
 
     def __init__(self, store: SqliteStore) -> None:
-        self._store = store
+        super().__init__(store)
         self.plan: list[str] = []
         self.failed: set[int] = set()  # the calls named in the commits that failed
-
-    @property
-    def revision(self) -> int:
-        return self._store.revision
-
-    async def get(self, key: str) -> Entry | None:
-        return await self._store.get(key)
-
-    async def range(self, prefix: str) -> list[Entry]:
-        return await self._store.range(prefix)
 
     async def commit(self, txn: Txn) -> TxnResult:
         step = self.plan.pop(0) if self.plan else "ok"
@@ -120,11 +111,8 @@ class FlakyStore(Store):
         if step == "fail":
             raise StoreError(INJECTED)
         if step == "refuse":
-            return TxnResult(succeeded=False, revision=self._store.revision)
-        return await self._store.commit(txn)
-
-    async def close(self) -> None:
-        await self._store.close()
+            return TxnResult(succeeded=False, revision=self.revision)
+        return await super().commit(txn)
 
 
 def named_calls(txn: Txn) -> set[int]:
