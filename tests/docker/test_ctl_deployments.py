@@ -79,7 +79,10 @@ def docker_shares(client: docker.DockerClient, container_id: str) -> int | None:
     found = client.api.containers(all=True, filters={"label": [f"allot.id={container_id}"]})
     if not found:
         return None
-    shares: int = client.api.inspect_container(found[0]["Id"])["HostConfig"]["CpuShares"]
+    try:
+        shares: int = client.api.inspect_container(found[0]["Id"])["HostConfig"]["CpuShares"]
+    except docker.errors.NotFound:  # removed between the listing and the inspection
+        return None
     return shares
 
 
