@@ -63,9 +63,8 @@ class Books:
         self._stopping_by_deployment: defaultdict[DeploymentKey, set[str]] = defaultdict(set)
         self.deployments: dict[DeploymentKey, DeploymentRecord] = {}
         self.cordoned: set[str] = set()
-        # Grows at every apply that writes a node state, a cordon or a deletion: the kept
-        # placement views (``views``) are made again then, and only then.
-        self.nodes_version = 0
+        # The candidates' placement views, told of every node state, cordon and deletion
+        # taken in.
         self.views = KeptViews()
         self.preemptions: list[PreemptionRecord] = []  # within the cool-down (quotas 8.3)
         self.observed: dict[str, ContainerStatus] = {}
@@ -162,8 +161,7 @@ class Books:
         """Take in ``change``, committed at ``revision``; the nodes whose desired state
         moved. O(size of the change)."""
         touched = change.touched_nodes()
-        if change.nodes or change.cordons or change.deleted_nodes:
-            self.nodes_version += 1
+        self.views.moved(change.nodes, relisted=bool(change.cordons or change.deleted_nodes))
         self.nodes.update(change.nodes)
         for container_id in change.removed:
             self._unindex(container_id)
