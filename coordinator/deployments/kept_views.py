@@ -54,7 +54,7 @@ class KeptViews:
         if kept is None or kept[0] is not ready:
             made = _made(ready, books)
         elif kept[2]:
-            made = _moved(kept[1], kept[2])
+            made = on_top(kept[1], kept[2])
         else:
             return kept[1]
         self._kept = (ready, made, {})
@@ -90,9 +90,10 @@ def _made(ready: Ready, books: Books) -> Kept:
     return views, index, frozenset(absent)
 
 
-def _moved(made: Kept, states: Mapping[str, NodeState]) -> Kept:
-    """``made`` with the views of ``states`` in their places (a node not listed is not
-    a candidate: not ready, or cordoned)."""
+def on_top(made: Kept, states: Mapping[str, NodeState]) -> Kept:
+    """``made`` with the views of ``states`` in their places, in a copy of the list (a
+    node not listed is not a candidate: not ready, or cordoned; none may be ``absent``).
+    O(the list, at C speed) + O(states)."""
     views, index, absent = made
     views = list(views)
     for name, state in states.items():
