@@ -54,7 +54,7 @@ from coordinator.metrics_store import TimedStore
 from coordinator.metrics_usage import ContainerUsage
 from coordinator.openapi.document import add_openapi_routes
 from coordinator.services.lease_service import LeaseService
-from coordinator.services.pool_service import PoolService, cluster_total
+from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import Loaded, NodeRegistry
 from coordinator.store import Store
@@ -316,7 +316,7 @@ async def _update_pools(app: web.Application) -> None:
     while True:
         await asyncio.sleep(service.update_period)
         try:
-            total = cluster_total(registry.usable())
+            total = registry.total()
             deployments = app[DEPLOYMENTS]
             shares = service.update(total, deployments.pool_demands(), deployments.pool_usages())
             await deployments.follow_pool_shares(shares, total["cpu"])

@@ -36,6 +36,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from coordinator.deployments.decision import Decision
+from coordinator.deployments.kept_views import KeptViews
 from coordinator.deployments.records import PendingRecord
 from coordinator.deployments.request_tally import RequestTally
 from coordinator.deployments.tally import StateTally
@@ -62,6 +63,9 @@ class Books:
         self._stopping_by_deployment: defaultdict[DeploymentKey, set[str]] = defaultdict(set)
         self.deployments: dict[DeploymentKey, DeploymentRecord] = {}
         self.cordoned: set[str] = set()
+        # The candidates' placement views, told of every node state, cordon and deletion
+        # taken in.
+        self.views = KeptViews()
         self.preemptions: list[PreemptionRecord] = []  # within the cool-down (quotas 8.3)
         self.observed: dict[str, ContainerStatus] = {}
         self.pending: dict[str, PendingRecord] = {}
@@ -157,6 +161,7 @@ class Books:
         """Take in ``change``, committed at ``revision``; the nodes whose desired state
         moved. O(size of the change)."""
         touched = change.touched_nodes()
+        self.views.moved(change.nodes, relisted=bool(change.cordons or change.deleted_nodes))
         self.nodes.update(change.nodes)
         for container_id in change.removed:
             self._unindex(container_id)

@@ -23,10 +23,11 @@ import msgspec
 from coordinator.deployments.books import Books, DeploymentKey
 from coordinator.deployments.context import Context
 from coordinator.deployments.decision import Decision
+from coordinator.deployments.kept_views import on_top
 from coordinator.deployments.outcome import DeployRefused
 from coordinator.deployments.records import PendingRecord
 from coordinator.errors import NotFound, UnusableNode
-from coordinator.placement import NodeState, release
+from coordinator.placement import Node, NodeState, release
 from coordinator.pools.on_demand import tree_pools
 from coordinator.quotas import PreemptionRecord, Quota
 from coordinator.services.events import Note
@@ -277,6 +278,21 @@ class Draft:
             if state is not None:
                 states.append(state)
         return states
+
+    def candidate_views(self) -> list[Node]:
+        """``[state.view() for state in self.candidates()]``, from the views the books
+        keep (``Books.views``) with this draft's node states on top: a copy of the kept
+        list (C speed) plus O(the states the draft changed), where viewing every
+        candidate is O(ready nodes) in Python. A draft that changes cordons, or gives a
+        state to a node the kept list leaves out for want of one, views every candidate
+        (the list is in the ready nodes' order)."""
+        change = self.change
+        if change.cordons:
+            return [state.view() for state in self.candidates()]
+        kept = self.books.views.of(self.context.ready_states(), self.books)
+        if not kept[2].isdisjoint(change.nodes):
+            return [state.view() for state in self.candidates()]
+        return on_top(kept, change.nodes)[0]
 
     def skipped_nodes(self) -> dict[str, str]:
         """The ready nodes placement leaves out, and why, by name: those cordoned, and

@@ -504,7 +504,7 @@ def _placement(
     resources: Normalized,
     existing: dict[str, int] | None = None,
 ) -> Placement:
-    views = [state.view() for state in draft.candidates()]
+    views = draft.candidate_views()
     try:
         return place_on(
             draft, views, resources, spec.count, spec.strategy, spec.nodes_limit, existing

@@ -293,7 +293,7 @@ class DeploymentService:
         engine sees them (what is free, the shared pool's CPU included), and the nodes
         left out with the reason."""
         draft = self._draft()
-        return [state.view() for state in draft.candidates()], draft.skipped_nodes()
+        return draft.candidate_views(), draft.skipped_nodes()
 
     def plan(
         self, views: list[Node], request: AnyRequest, count: int, strategy: str, nodes_limit: int

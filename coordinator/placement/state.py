@@ -258,13 +258,15 @@ class NodeState:
         free = {c: pieces - used[c] for c, pieces in self.cores.items()}
         for core in self.kept_cores():
             free[core] = 0
-        return Node(
+        # Made of this state's checked topology (invariants 1-3: nothing free is below 0,
+        # the ids stay in order), so it is not checked again (``Node.checked``).
+        return Node.checked(
             self.name,
             free,
-            numa=self.numa,
-            memory=self.memory - self.memory_used,
-            numa_memory=numa_memory,
-            share_base=self.share_base,
+            self.numa,
+            self.memory - self.memory_used,
+            numa_memory,
+            self.share_base,
             shared_pool=self._shared,
             shared_cpu=self.shared_cpu,
             shared_free=max(0, self.shared_limit - self.unbound_cpu),

@@ -295,7 +295,9 @@ class PoolService:
 
 
 def cluster_total(nodes: Sequence[NodeRecord]) -> dict[str, float]:
-    """What the ready nodes offer, in the pools' units: cores and bytes."""
+    """What the ready nodes offer, in the pools' units: cores and bytes. The reference
+    for the total the registry keeps as records change (``NodeRegistry.total``, which the
+    fair-share update reads): O(nodes)."""
     ready = [node.inventory for node in nodes if node.state == NodeHealth.READY]
     return {
         "cpu": float(sum(len(inventory.offered()) for inventory in ready)),

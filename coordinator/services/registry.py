@@ -27,6 +27,7 @@ from typing import Protocol
 
 import msgspec
 
+from coordinator.services.cluster_total import ClusterTotal
 from coordinator.services.nodes import NodeLeases
 from coordinator.store import Store
 from shared.api.nodes import NodeHealth, NodeRecord
@@ -124,6 +125,9 @@ class NodeRegistry:
         self._records = {record.name: record for record in records}
         self._revisions = dict(revisions)
         self._unusable = dict(unusable or {})  # node -> why its record breaks today's rules
+        self._total = ClusterTotal()
+        for record in records:
+            self._total.put(record, usable=record.name not in self._unusable)
         self.version = next(VERSIONS)  # a new one with every change of the records
         self._leases = NodeLeases(lease_seconds)
         self._wall = wall_clock
@@ -206,6 +210,11 @@ class NodeRegistry:
         """Why the node's record breaks today's rules, or None (also for an unknown node)."""
         return self._unusable.get(name)
 
+    def total(self) -> dict[str, float]:
+        """What the ready, usable nodes offer the pools (``cluster_total`` of ``usable``),
+        kept as records change: O(1)."""
+        return self._total.figures()
+
     def usable(self) -> list[NodeRecord]:
         """Every record but the unusable ones: what the cluster's totals count."""
         return [record for record in self.all() if record.name not in self._unusable]
@@ -231,7 +240,11 @@ class NodeRegistry:
         for name in hellos:
             self._unusable.pop(name, None)
             self._leases.renew(name, now=self._monotonic())
+        for name in {*records, *hellos}:
+            if name in self._records:
+                self._total.put(self._records[name], usable=name not in self._unusable)
         for name in deleted:
+            self._total.drop(name)
             if self._records.pop(name, None) is not None:
                 self._revisions.pop(name, None)
                 self._unusable.pop(name, None)
