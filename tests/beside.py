@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -48,6 +49,8 @@ ONE_RUN = "ALLOT_TESTS_IN_ONE_RUN"
 ROOT = Path(__file__).resolve().parents[1]
 TAIL_LINES = 40
 TURN_NAME = "quiet-turn"
+DURATIONS = "--durations=10"  # each run's slowest, printed in the session's summary
+_SLOWEST = re.compile(r"\d+\.\d+s (setup|call|teardown) ")
 # After its turn: the rest of the run's tests (all of them, should the session's other
 # tests have ended first), then its quiet ones, which take minutes in the emulated guest.
 RUN_SECONDS = 1800.0
@@ -106,7 +109,16 @@ class Beside:
         }
         with (run_dir / "pytest.log").open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *nodeids],
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-p",
+                    "no:cacheprovider",
+                    "-q",
+                    DURATIONS,
+                    *nodeids,
+                ],
                 cwd=ROOT,
                 env=run_environment,
                 stdout=log,
@@ -151,8 +163,13 @@ class Beside:
         return "\n".join(self._lines()[-TAIL_LINES:])
 
     def figures(self) -> list[str]:
-        """The lines of the run's summary that give its quiet tests' figures."""
-        return [line for line in self._lines() if line.startswith(FIGURES)]
+        """The lines of the run's summary that give its quiet tests' figures and its
+        slowest tests."""
+        return [
+            line
+            for line in self._lines()
+            if line.startswith(FIGURES) or _SLOWEST.match(line) is not None
+        ]
 
     def _lines(self) -> list[str]:
         log = self.run_dir / "pytest.log"
