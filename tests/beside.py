@@ -296,14 +296,14 @@ def run_groups_beside(items: list[pytest.Item], config: pytest.Config) -> None:
 
 def end_runs(reporter: pytest.TerminalReporter | None) -> None:
     """At the session's end: say how long it took and waited for each run, stop every run
-    that still runs, and print each one's quiet figures and summary."""
+    that still runs, and print each one's quiet figures, slowest tests and outcome."""
     if _started and reporter is not None:
         reporter.ensure_newline()  # after the progress dots
         _say_the_time(reporter)
     for beside in _started:
         beside.stop()
         if reporter is not None:
-            for line in beside.figures() + beside.said().splitlines()[-3:]:
+            for line in beside.figures() + beside.said().splitlines()[-1:]:
                 reporter.write_line(f"{beside.name}' run: {line}")
         shutil.rmtree(beside.run_dir, ignore_errors=True)
     _started.clear()
