@@ -145,17 +145,14 @@ def test_weights_by_fair_share_cut_the_largest_relative_excess_first(
             assert all(got[p] / shares[p] <= got[pool] / share for p in shares)
 
 
-@st.composite
-def containers_evenly_loaded(
+def _pools_on_one_host(
     draw: st.DrawFn,
-) -> tuple[Fraction, dict[str, Fraction], list[Unbound], dict[str, Fraction]]:
-    """Pools on one host with their fair share there and one to four containers each (CPU
-    demand = limit, as a container's quota holds it); each container wants the same
-    fraction of its demand as its pool's others, and the host is contended."""
+) -> tuple[Fraction, dict[str, Fraction], list[Unbound]]:
+    """A host's capacity, pools on it with their fair share there, and one to four
+    containers each (CPU demand = limit, as a container's quota holds it)."""
     capacity = Fraction(draw(st.integers(min_value=2, max_value=16)))
     pools: dict[str, Fraction] = {}
     containers: list[Unbound] = []
-    wants: dict[str, Fraction] = {}
     left = capacity
     for k in range(draw(st.integers(min_value=1, max_value=4))):
         pool = f"p{k}"
@@ -163,12 +160,24 @@ def containers_evenly_loaded(
         if share <= 0:
             break
         pools[pool], left = share, left - share
-        busy = draw(st.integers(min_value=0, max_value=4).map(lambda n: Fraction(n, 4)))
         for j in range(draw(st.integers(min_value=1, max_value=4))):
             demand = draw(positive)
-            name = f"{pool}-c{j}"
-            containers.append(Unbound(name, pool, "n1", float(demand), float(demand)))
-            wants[name] = busy * demand
+            containers.append(Unbound(f"{pool}-c{j}", pool, "n1", float(demand), float(demand)))
+    return capacity, pools, containers
+
+
+quarters = st.integers(min_value=0, max_value=4).map(lambda n: Fraction(n, 4))
+
+
+@st.composite
+def containers_evenly_loaded(
+    draw: st.DrawFn,
+) -> tuple[Fraction, dict[str, Fraction], list[Unbound], dict[str, Fraction]]:
+    """Pools on one host (``_pools_on_one_host``); each container wants the same fraction
+    of its demand as its pool's others, and the host is contended."""
+    capacity, pools, containers = _pools_on_one_host(draw)
+    busy = {pool: draw(quarters) for pool in pools}
+    wants = {one.id: busy[one.pool] * Fraction(one.demand) for one in containers}
     if sum(wants.values()) <= capacity:  # contended: the first pool all busy, and a big one
         for one in containers:
             if one.pool == "p0":
@@ -240,25 +249,10 @@ def test_with_a_cgroup_per_pool_the_idle_containers_weight_stays_in_its_pool() -
 def containers_loaded_unlike(
     draw: st.DrawFn,
 ) -> tuple[Fraction, dict[str, Fraction], list[Unbound], dict[str, Fraction]]:
-    """Pools on one host with their fair share there and one to four containers each
-    (demand = limit), each container wanting any part of its demand, idle to busy, on a
-    contended host."""
-    capacity = Fraction(draw(st.integers(min_value=2, max_value=16)))
-    pools: dict[str, Fraction] = {}
-    containers: list[Unbound] = []
-    wants: dict[str, Fraction] = {}
-    left = capacity
-    for k in range(draw(st.integers(min_value=1, max_value=4))):
-        pool = f"p{k}"
-        share = min(left, draw(positive))
-        if share <= 0:
-            break
-        pools[pool], left = share, left - share
-        for j in range(draw(st.integers(min_value=1, max_value=4))):
-            demand = draw(positive)
-            name = f"{pool}-c{j}"
-            containers.append(Unbound(name, pool, "n1", float(demand), float(demand)))
-            wants[name] = demand * draw(st.integers(min_value=0, max_value=4)) / 4
+    """Pools on one host (``_pools_on_one_host``), each container wanting any part of its
+    demand, idle to busy, on a contended host."""
+    capacity, pools, containers = _pools_on_one_host(draw)
+    wants = {one.id: Fraction(one.demand) * draw(quarters) for one in containers}
     if sum(wants.values()) <= capacity:  # contended: a big busy one in the first pool
         big = capacity + 1
         containers.append(Unbound("p0-big", "p0", "n1", float(big), float(big)))
