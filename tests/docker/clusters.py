@@ -20,7 +20,7 @@ import docker
 import pytest
 
 from tests.docker.runtimes import cpus, remove_all, remove_empty_pool_cgroups
-from tests.e2e.processes import Service, api, wait_for_node_state
+from tests.e2e.processes import LEASE_SECONDS, Service, api, wait_for_node_state
 
 
 @dataclass
@@ -41,17 +41,21 @@ def running_cluster(
     toml: str = "",
     agent_args: tuple[str, ...] = (),
     cpus_each: int = 1,
+    lease_seconds: float = LEASE_SECONDS,
 ) -> Iterator[Cluster]:
     """Every node ready, each offering ``cpus_each`` CPUs of this host of its own;
     ``port`` fixes the coordinator's (to restart it at the same URL), ``toml`` is the
-    coordinator's config file, ``agent_args`` more flags of every agent."""
+    coordinator's config file, ``agent_args`` more flags of every agent, and a node is
+    lost after ``lease_seconds`` without a heartbeat."""
     host_cpus = cpus()
     if len(host_cpus) < nodes * cpus_each:
         need = f"{nodes * cpus_each} CPUs ({cpus_each} per agent)"
         pytest.fail(f"these tests need {need}", pytrace=False)
     suffix = uuid.uuid4().hex[:6]
     names = [f"e2e-{suffix}-{chr(ord('a') + i)}" for i in range(nodes)]
-    coordinator = Service.coordinator(tmp_path, port=port, toml=toml).start()
+    coordinator = Service.coordinator(
+        tmp_path, port=port, toml=toml, lease_seconds=lease_seconds
+    ).start()
     started = [coordinator]
     try:
         url = coordinator.wait_for(r"coordinator listening url=(\S+)").group(1)

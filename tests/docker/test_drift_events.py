@@ -36,12 +36,17 @@ CACHE = {
     "resources": {"cpu": "0.2", "memory": "32Mi"},
 }
 POOL_WEIGHT = round(1024 * 0.2)  # its pool's fair share: what it asks for, 0.2 core
+# Longer than the agent's restart on a loaded machine (CI: 1.5 s was not). A lost node
+# offers the pools nothing, so its container's fair share would fall to the least weight,
+# 2, the very value set by hand while the agent was down: the agent, back, would find the
+# container as the coordinator now wants it, and no drift to report.
+LEASE_SECONDS = 60.0
 
 
 def test_each_correction_is_one_drift_event(
     tmp_path: Path, docker_client: docker.DockerClient
 ) -> None:
-    with running_cluster(tmp_path, docker_client, nodes=1) as cluster:
+    with running_cluster(tmp_path, docker_client, nodes=1, lease_seconds=LEASE_SECONDS) as cluster:
         url, (node,), (agent,) = cluster.url, cluster.nodes, cluster.agents
         (record,) = deploy(url, "team-a", CACHE)
         wait_until_running(url, 1)
