@@ -48,6 +48,10 @@ CGROUP_FILES = (
 )
 
 
+# (a VM's run directory, a container's allot id) -> the cgroup its main process was in
+_cgroups: dict[tuple[Path, str], str] = {}
+
+
 class GuestUnavailable(Exception):
     """scripts/cgroup2-host could not provide the VM; the message says why."""
 
@@ -155,18 +159,28 @@ class Guest:
 
     def cgroup_files(self, allot_id: str) -> dict[str, str]:
         """The v2 files of the running container the agent made for ``allot_id``, by
-        name, from its main process's cgroup (one docker call: each takes seconds here)."""
+        name, from its main process's cgroup. Finding that cgroup takes two Docker calls,
+        each about 2 s of the emulator's CPU, and the tests poll these files every second
+        while they wait: so the cgroup found is kept (``_cgroups``), and read again alone
+        while it still holds a process (a container made anew has a cgroup of its own)."""
         names = " ".join(CGROUP_FILES)
-        script = (
-            f"pid=$(docker ps -q --filter label=allot.id={allot_id} | "
-            f"xargs -r docker inspect -f '{{{{.State.Pid}}}}') && "
-            f'cd "/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/$pid/cgroup)" && '
-            f"pwd && for f in {names}; do printf '%s\\0' \"$f\"; cat \"$f\"; printf '\\0'; done"
-        )
-        where, _, rest = self.sh(script).partition("\n")
+        read = f"pwd && for f in {names}; do printf '%s\\0' \"$f\"; cat \"$f\"; printf '\\0'; done"
+        kept = _cgroups.get((self.run_dir, allot_id))
+        said = ""
+        if kept is not None:
+            alive = f"cd {shlex.quote(kept)} && grep -q . cgroup.procs"
+            said = self.sh(f"{alive} && {read}", check=False)
+        if not said:
+            said = self.sh(
+                f"pid=$(docker ps -q --filter label=allot.id={allot_id} | "
+                f"xargs -r docker inspect -f '{{{{.State.Pid}}}}') && "
+                f'cd "/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/$pid/cgroup)" && {read}'
+            )
+        where, _, rest = said.partition("\n")
         assert re.fullmatch(r"/sys/fs/cgroup/system\.slice/docker-[0-9a-f]{64}\.scope", where), (
             where
         )
+        _cgroups[(self.run_dir, allot_id)] = where
         parts = rest.split("\0")
         return {parts[i]: parts[i + 1].strip() for i in range(0, len(parts) - 1, 2)}
 
