@@ -86,18 +86,31 @@ def kept_cores(
     unbound containers, ``requested`` pieces in all (times ``ratio``) and ``largest``
     for the biggest one; none when there is no unbound container (``largest`` 0).
 
-    Tie rule: cores not in ``avoid`` first (a realloc keeps the container's own cores),
-    then the most pieces, then the highest id (bound plans start from the lowest ids).
-    When even every shared core falls short (a record an older version stored), all of
-    them are kept. Ascending ids. Cost O(s log s) for s shared cores.
+    Cores not in ``avoid`` first (a realloc keeps the container's own cores), then the
+    most pieces, then the highest id (bound plans start from the lowest ids); the last
+    core kept is the smallest that completes the cover, so that a larger one stays free
+    for bound plans. (Most pieces alone kept a whole free core for a 0.1-CPU unbound
+    container beside a core of one piece that covered it, and a bound container shrunk
+    off that whole core could not grow back.) When even every shared core falls short (a
+    record an older version stored), all of them are kept. Ascending ids. Cost
+    O(s log s + k s) for s shared cores, k of them kept.
     """
     if not largest:
         return ()
+
+    def covered(pieces: int) -> bool:
+        return pieces >= largest and shared_limit(pieces, ratio) >= requested
+
     order = sorted(shared, key=lambda c: (c in avoid, -cores[c], -c))
     kept: list[int] = []
     pieces = 0
-    for core in order:
-        if pieces >= largest and shared_limit(pieces, ratio) >= requested:
+    for index, core in enumerate(order):
+        if covered(pieces):
+            break
+        completing = [c for c in order[index:] if covered(pieces + cores[c])]
+        if completing:
+            last = min(completing, key=lambda c: (c in avoid, cores[c], -c))
+            kept.append(last)
             break
         kept.append(core)
         pieces += cores[core]

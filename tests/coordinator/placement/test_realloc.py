@@ -315,3 +315,19 @@ def test_oversold_inverse_may_be_refused() -> None:
     assert caught.value.kind == "insufficient_resource"
     assert caught.value.details["short"] == ["whole_cores"]
     assert shrunk == snapshot
+
+
+def test_a_shrunk_bound_container_grows_back_beside_a_small_core_that_covers_the_unbound() -> None:
+    # Found by the property above: c0 = 1.2 CPU on cores 1 and 0 (P = 10), c1 = 0.1 CPU
+    # unbound; core 2 offers one piece, enough for c1. c0 shrinks to core 1 alone; growing
+    # back needs 2 pieces of core 0, so the core kept for c1 must be core 2, the smallest
+    # that covers it, not core 0, the largest.
+    state = NodeState("n", {0: 10, 1: 10, 2: 1}, memory=600 * MiB, share_base=10)
+    state = assign(state, "c0", Plan({0: 2, 1: 10}, fragment=0), bound(12, share_base=10)).state
+    state = assign(state, "c1", Plan({}, memory=64 * MiB), memory_mode(1, 64 * MiB, 10)).state
+    shrunk = realloc(state, "c0", Delta(cpu="-0.2")).state
+    assert shrunk.allocations["c0"].plan.cores == {1: 10}
+    assert shrunk.kept_cores(avoid=(1,)) == (2,)
+    back = realloc(shrunk, "c0", Delta(cpu="0.2")).state
+    assert back.allocations["c0"].plan.cores == {0: 2, 1: 10}
+    assert totals(back) == totals(state)
