@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.beside import BUDGET_SECONDS, ONE_RUN, RESULTS, Beside, Reported
-from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable
+from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable, compile_for_the_guest
 
 OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
 # A VM already running (scripts/cgroup2-host start DIR) that the tests use and leave running:
@@ -125,6 +125,7 @@ def guest() -> Guest:
     if os.environ.get(OPT_OUT) == "1":
         pytest.skip(f"{OPT_OUT}=1: cgroup v2 tests skipped on request")
     if running := os.environ.get(RUNNING):
+        compile_for_the_guest()
         return Guest(Path(running))
     if not _boot:
         _boot.append(Booting(_boot_dir()))

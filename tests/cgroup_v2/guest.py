@@ -14,6 +14,7 @@ site-packages it imports the dependencies from).
 
 from __future__ import annotations
 
+import py_compile
 import re
 import shlex
 import subprocess
@@ -24,7 +25,8 @@ from pathlib import Path
 
 from shared.cpuset import CpuSet
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cgroup2-host"
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "cgroup2-host"
 HOST_FROM_GUEST = "10.0.2.2"  # QEMU user-mode networking: this machine's loopback
 SITE_PACKAGES = f"/allot/.venv/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
 AGENT_PID_FILE = "/run/allot-agent.pid"
@@ -56,29 +58,35 @@ class GuestUnavailable(Exception):
     """scripts/cgroup2-host could not provide the VM; the message says why."""
 
 
-# The agent's Python environment in the guest. The repository is read-only there: the
-# bytecode of its modules goes to the guest's disk (compiling them took a minute).
-PYTHON_ENVIRONMENT = {
-    "PYTHONPATH": f"/allot:{SITE_PACKAGES}",
-    "PYTHONPYCACHEPREFIX": "/var/cache/allot-pycache",
-}
+# The agent's Python environment in the guest.
+PYTHON_ENVIRONMENT = {"PYTHONPATH": f"/allot:{SITE_PACKAGES}"}
+# The packages the guest's agent imports from the repository, compiled here before a boot.
+AGENT_PACKAGES = ("agent", "shared")
+
+
+def compile_for_the_guest() -> None:
+    """Write the bytecode of AGENT_PACKAGES beside their sources, where the guest's python3
+    (the same 3.11) finds it through the read-only mount. The emulated guest compiled
+    them itself after every boot: 33 s of the emulator's CPU for the first ``import
+    agent.main``, against 11 s with this. Written whatever PYTHONDONTWRITEBYTECODE says
+    here, since that only keeps this machine's imports from writing it."""
+    for package in AGENT_PACKAGES:
+        for source in (REPO / package).rglob("*.py"):
+            name = f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+            py_compile.compile(str(source), cfile=str(source.parent / "__pycache__" / name))
 
 
 class Booting:
     """scripts/cgroup2-host start under way in the background, so that the boot (and a
-    first run's image build) overlaps other tests; then the agent's modules are compiled
-    in the guest, for the same reason."""
+    first run's image build) overlaps other tests."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self._output = run_dir / "start.log"
-        warm = shlex.join(
-            ["env", *_assignments(PYTHON_ENVIRONMENT), "python3", "-c", "import agent.main"]
-        )
-        script = f'"$0" start "$1" && "$0" ssh "$1" {shlex.quote(warm)}'
+        compile_for_the_guest()
         with self._output.open("wb") as output:
             self._process = subprocess.Popen(
-                ["sh", "-c", script, str(SCRIPT), str(run_dir)],
+                [str(SCRIPT), "start", str(run_dir)],
                 stdout=output,
                 stderr=subprocess.STDOUT,
             )

@@ -104,10 +104,22 @@ def deploy(url: str, name: str, **spec: Any) -> str:
 Deploy = Callable[..., str]
 
 
+def no_containers_left(url: str) -> None:
+    """Wait until the books hold no container on NODE: the agent has removed each one from
+    the guest's Docker and said so, and what they held is free. (Asked of the coordinator
+    here: a ``docker ps`` in the guest costs seconds of the emulator's CPU, and Docker
+    empty came before the books were, so the next deployment was refused for room.)"""
+    until(
+        lambda: api(url, f"/v1/containers?node={NODE}")["containers"],
+        lambda found: not found,
+        what="no containers on the node",
+    )
+
+
 @pytest.fixture
 def deployed(cluster: Cluster) -> Iterator[Deploy]:
-    """``deploy`` for one test; its deployments are deleted after it, so that each test
-    has the guest's two CPUs to itself (the agent removes the containers meanwhile)."""
+    """``deploy`` for one test; its deployments are deleted after it, and their containers
+    waited for, so that each test has the guest's two CPUs to itself."""
     names: list[str] = []
 
     def deploy_one(name: str, **spec: Any) -> str:
@@ -117,6 +129,7 @@ def deployed(cluster: Cluster) -> Iterator[Deploy]:
     yield deploy_one
     for name in names:
         api(cluster.url, f"/v1/namespaces/team-a/deployments/{name}", method="DELETE")
+    no_containers_left(cluster.url)
 
 
 def view_of(url: str, container_id: str) -> dict[str, Any]:
@@ -247,7 +260,7 @@ def test_cpu_burners_in_the_guest_put_its_node_under_psi_pressure_and_back(
 ) -> None:
     # The earlier tests' containers gone: a throttled busy loop alone keeps the guest's
     # PSI near 45 % (its task waits while throttled), above the threshold to leave.
-    until(lambda: cluster.guest.started(), lambda found: not found, what="no containers")
+    no_containers_left(cluster.url)
     until(
         lambda: node_pressure(cluster.url),
         lambda seen: bool(seen and not seen["under"]),
@@ -301,10 +314,9 @@ def test_a_killed_agent_adopts_its_containers_and_restarts_none(
         deployed("kept-bound", resources={"cpu": "0.5", "memory": "32Mi"}, cpu_bind=True),
         deployed("kept-shared", resources={"cpu": "0.3", "memory": "32Mi"}),
     }
-    # the earlier tests' containers gone, so that the new agent has nothing to remove
-    before = until(
-        lambda: cluster.guest.started(), lambda found: set(found) == kept, what="only kept"
-    )
+    # the earlier tests' containers gone (``deployed``), so the new agent has none to remove
+    before = cluster.guest.started()
+    assert set(before) == kept
     files = {container_id: cluster.guest.cgroup_files(container_id) for container_id in before}
     cluster.guest.kill9_agent()
     cluster.agent.wait(timeout=30)
@@ -337,7 +349,7 @@ def held_burners(cluster: Cluster) -> Iterator[Burners]:
     takes a minute or more, which overlaps the session's last tests while a quiet test
     waits for its turn. Deleted afterwards."""
     # the earlier tests' containers gone: the burners fill the node's CPU requests
-    until(lambda: cluster.guest.started(), lambda found: not found, what="no containers")
+    no_containers_left(cluster.url)
     ids = set_up(cluster.url, NODE, request="1")
     every = [cid for members in ids.values() for cid in members]
     try:
