@@ -27,6 +27,7 @@ import pytest
 
 from tests.beside import BUDGET_SECONDS, ONE_RUN, RESULTS, Beside, Reported
 from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable, compile_for_the_guest
+from tests.cgroup_v2.wheels import WheelBuild
 
 OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
 # A VM already running (scripts/cgroup2-host start DIR) that the tests use and leave running:
@@ -37,6 +38,8 @@ BOOT_DIR = "ALLOT_CGROUP2_BOOT_DIR"  # set in the VM tests' own run: where it bo
 BOOT_DIR_NAME = "vm"
 _boot: list[Booting] = []  # the one boot of this run, once begun
 _beside: list[Beside] = []  # the VM tests' own pytest run, when they run beside the rest
+_wheels: list[WheelBuild] = []  # the install tests' wheelhouse, once its build began
+INSTALL_TESTS = "test_install_in_the_vm.py"
 # Monotonic times: "start" of the run (this file is read as collection begins: a
 # pytest_sessionstart here would never be called, since that hook fires before any
 # conftest below the root is read), and "vm" when the VM's tests began.
@@ -79,6 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     if _wanted(session.items) and not _beside and not _boot:
         _boot.append(Booting(_boot_dir()))
+        if any(item.path.name == INSTALL_TESTS for item in session.items):
+            _wheels.append(WheelBuild(Path(tempfile.mkdtemp(prefix="allot-wheels-"))))
 
 
 def _boot_dir() -> Path:
@@ -106,6 +111,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         shutil.rmtree(booting.run_dir, ignore_errors=True)
     _boot.clear()
     _beside.clear()
+    for build in _wheels:
+        build.stop()
+        shutil.rmtree(build.into, ignore_errors=True)
+    _wheels.clear()
 
 
 def _say_the_time(reporter: pytest.TerminalReporter) -> None:
@@ -137,3 +146,12 @@ def guest() -> Guest:
             f"set {OPT_OUT}=1 to skip these tests on purpose)",
             pytrace=False,
         )
+
+
+@pytest.fixture(scope="session")
+def wheelhouse() -> Path:
+    """The install tests' wheelhouse (tests/cgroup_v2/wheels.py), built in the background
+    from the end of collection on when this run boots the VM, else now."""
+    if not _wheels:
+        _wheels.append(WheelBuild(Path(tempfile.mkdtemp(prefix="allot-wheels-"))))
+    return _wheels[0].wait()

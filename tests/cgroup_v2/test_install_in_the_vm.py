@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +19,11 @@ import pytest
 from shared.protocol import Limits
 from tests.cgroup_v2.guest import Guest
 from tests.cgroup_v2.v2_files import expected_files
+from tests.cgroup_v2.wheels import pip_wheel
 from tests.docker.conftest import IMAGE
 
 pytestmark = pytest.mark.cgroup_v2
 REPO = Path(__file__).resolve().parents[2]
-PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 WHEELS = "/root/wheels"
 INSTALL = f"/allot/scripts/install --coordinator --agent --wheels {WHEELS}"
 # pip in the emulated guest: the first install took about 3 minutes here.
@@ -53,23 +51,6 @@ SNAPSHOT = (
     "find opt/allot/venv/lib -path '*.dist-info/RECORD' | sort | xargs cat | sha256sum && "
     f"systemctl show -p MainPID {' '.join(SERVICES)}"
 )
-
-
-def pip_wheel(*sources: str | Path, into: Path) -> None:
-    subprocess.run(
-        [*PIP, "wheel", "--quiet", *map(str, sources), "--wheel-dir", str(into)],
-        check=True,
-        timeout=600,
-        cwd=into,
-    )
-
-
-@pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """allot and its dependencies as wheels, and pip's own, as the README says to make them."""
-    directory = tmp_path_factory.mktemp("wheels")
-    pip_wheel(REPO, "pip", into=directory)
-    return directory
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,56 @@
+"""The wheelhouse the install tests copy into the VM: allot and its dependencies as wheels,
+and pip's own, as the README says to make them for a host without a package index.
+
+    build = WheelBuild(directory)      # pip wheel under way in the background
+    wheels = build.wait()              # the directory, once every wheel is there
+
+The VM's run starts the build as its collection ends, beside the boot and the agent tests
+(tests/cgroup_v2/conftest.py): built when the install tests came to it, the guest idled
+for about 40 s while this machine made the wheels.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+BUILD_SECONDS = 600.0
+
+
+def pip_wheel_argv(*sources: str | Path, into: Path) -> list[str]:
+    return [*PIP, "wheel", "--quiet", *map(str, sources), "--wheel-dir", str(into)]
+
+
+def pip_wheel(*sources: str | Path, into: Path) -> None:
+    subprocess.run(pip_wheel_argv(*sources, into=into), check=True, timeout=BUILD_SECONDS, cwd=into)
+
+
+class WheelBuild:
+    """``pip wheel`` of this checkout and pip into ``into``, in the background; its output
+    goes to a log beside ``into``, shown should the build fail."""
+
+    def __init__(self, into: Path) -> None:
+        into.mkdir(parents=True, exist_ok=True)
+        self.into = into
+        self._log = into.parent / f"{into.name}.log"
+        with self._log.open("wb") as log:
+            self._process = subprocess.Popen(
+                pip_wheel_argv(REPO, "pip", into=into),
+                cwd=into,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait(self) -> Path:
+        status = self._process.wait(timeout=BUILD_SECONDS)
+        if status != 0:
+            raise AssertionError(f"pip wheel failed ({status}):\n{self._log.read_text()}")
+        return self.into
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait()
