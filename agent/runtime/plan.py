@@ -418,13 +418,16 @@ def _anew(
 
 def _kept_from_last_run(loop: CrashLoop | None) -> bool:
     """True when the last try to start the container failed because the engine's runtime
-    still holds an object of its last run (containerd's task, runc's state), as after
-    the engine was restarted while the container was being stopped. Such a start never
-    succeeds; a container made anew has a new id, for which nothing was kept."""
+    still holds an object of its last run (containerd's task or its shim's directory,
+    runc's state), as after the engine was restarted while the container was being
+    stopped. Such a start never succeeds; a container made anew has a new id, for which
+    nothing was kept."""
     return loop is not None and _KEPT_OBJECT.search(loop.failure) is not None
 
 
-_KEPT_OBJECT = re.compile(r"^start failed: .*(already exists|with id exists)")
+_KEPT_OBJECT = re.compile(
+    r"^start failed: .*(already exists|with id exists|failed to start shim: mkdir .*: file exists)"
+)
 
 
 def _creation(

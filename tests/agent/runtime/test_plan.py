@@ -544,11 +544,14 @@ def test_a_changed_spec_is_tried_at_once_whatever_the_loop_of_the_old_one() -> N
 
 
 # What dockerd 20.10 answered when the agent started a container again after the engine
-# was restarted while stopping it; and runc's form of the same.
+# was restarted while stopping it; runc's form of the same; and containerd's shim, whose
+# directory of the last run was left behind (make test, 2026-11-29).
 KEPT = [
     "start failed: task 10c2867a9c5c: already exists",
     'start failed: container "10c2867a9c5c": already exists',
     "start failed: OCI runtime create failed: container with id exists: 10c2867a9c5c",
+    "start failed: failed to start shim: mkdir /var/run/docker/containerd/daemon/"
+    "io.containerd.runtime.v2.task/moby/b5ba57f37438: file exists: unknown",
 ]
 
 
@@ -574,7 +577,11 @@ def test_a_container_the_engine_kept_a_run_of_is_made_anew_at_its_next_try(failu
 
 @pytest.mark.parametrize(
     "failure",
-    ["start failed: transport is closing: unavailable", "create failed: image already exists"],
+    [
+        "start failed: transport is closing: unavailable",
+        "create failed: image already exists",
+        "start failed: error mounting /data to rootfs at /data: mkdir /data: file exists",
+    ],
 )
 def test_other_failures_are_started_again_in_place(failure: str) -> None:
     wanted = desired(restart_policy="always")
