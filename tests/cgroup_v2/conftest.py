@@ -83,7 +83,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if _wanted(session.items) and not _beside and not _boot:
         _boot.append(Booting(_boot_dir()))
         if any(item.path.name == INSTALL_TESTS for item in session.items):
-            _wheels.append(WheelBuild(Path(tempfile.mkdtemp(prefix="allot-wheels-"))))
+            _wheels.append(WheelBuild())
 
 
 def _boot_dir() -> Path:
@@ -112,8 +112,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _boot.clear()
     _beside.clear()
     for build in _wheels:
-        build.stop()
-        shutil.rmtree(build.into, ignore_errors=True)
+        build.remove()
     _wheels.clear()
 
 
@@ -153,5 +152,5 @@ def wheelhouse() -> Path:
     """The install tests' wheelhouse (tests/cgroup_v2/wheels.py), built in the background
     from the end of collection on when this run boots the VM, else now."""
     if not _wheels:
-        _wheels.append(WheelBuild(Path(tempfile.mkdtemp(prefix="allot-wheels-"))))
+        _wheels.append(WheelBuild())
     return _wheels[0].wait()

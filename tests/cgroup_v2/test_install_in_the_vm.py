@@ -17,13 +17,12 @@ import msgspec
 import pytest
 
 from shared.protocol import Limits
-from tests.cgroup_v2.guest import Guest
+from tests.cgroup_v2.guest import REPO, Guest
 from tests.cgroup_v2.v2_files import expected_files
 from tests.cgroup_v2.wheels import pip_wheel
 from tests.docker.conftest import IMAGE
 
 pytestmark = pytest.mark.cgroup_v2
-REPO = Path(__file__).resolve().parents[2]
 WHEELS = "/root/wheels"
 INSTALL = f"/allot/scripts/install --coordinator --agent --wheels {WHEELS}"
 # pip in the emulated guest: the first install took about 3 minutes here.

@@ -1,7 +1,7 @@
 """The wheelhouse the install tests copy into the VM: allot and its dependencies as wheels,
 and pip's own, as the README says to make them for a host without a package index.
 
-    build = WheelBuild(directory)      # pip wheel under way in the background
+    build = WheelBuild()               # pip wheel under way in the background
     wheels = build.wait()              # the directory, once every wheel is there
 
 The VM's run starts the build as its collection ends, beside the boot and the agent tests
@@ -11,11 +11,14 @@ for about 40 s while this machine made the wheels.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.cgroup_v2.guest import REPO
+
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 BUILD_SECONDS = 600.0
 
@@ -29,17 +32,18 @@ def pip_wheel(*sources: str | Path, into: Path) -> None:
 
 
 class WheelBuild:
-    """``pip wheel`` of this checkout and pip into ``into``, in the background; its output
-    goes to a log beside ``into``, shown should the build fail."""
+    """``pip wheel`` of this checkout and pip into ``into``, in a new temporary directory
+    that also holds its log (shown should the build fail), in the background."""
 
-    def __init__(self, into: Path) -> None:
-        into.mkdir(parents=True, exist_ok=True)
-        self.into = into
-        self._log = into.parent / f"{into.name}.log"
+    def __init__(self) -> None:
+        self._directory = Path(tempfile.mkdtemp(prefix="allot-wheels-"))
+        self.into = self._directory / "wheels"
+        self.into.mkdir()
+        self._log = self._directory / "pip-wheel.log"
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(
-                pip_wheel_argv(REPO, "pip", into=into),
-                cwd=into,
+                pip_wheel_argv(REPO, "pip", into=self.into),
+                cwd=self.into,
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -50,7 +54,9 @@ class WheelBuild:
             raise AssertionError(f"pip wheel failed ({status}):\n{self._log.read_text()}")
         return self.into
 
-    def stop(self) -> None:
+    def remove(self) -> None:
+        """Stop the build if it still runs, and remove its directory."""
         if self._process.poll() is None:
             self._process.terminate()
             self._process.wait()
+        shutil.rmtree(self._directory, ignore_errors=True)
