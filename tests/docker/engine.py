@@ -1,70 +1,102 @@
-"""Stopping and starting this host's Docker engine under a test, when that can be done
-safely: as root, with the engine run by systemd or as a plain ``dockerd`` process whose
-command line can be run again (as scripts/provision starts it)."""
+"""A Docker engine of one test's own, to stop and start under an agent.
+
+Stopping the host's engine would pull it from under everything that runs beside the
+test: make test runs the end-to-end tests' agents at the same time, and CI saw one of
+them degraded ("the Docker engine does not answer") while this engine was down. So the
+test runs a second ``dockerd`` with its own socket, data and exec roots (and so its own
+containerd), and loads the test image into it from the host's engine. It runs in a
+network namespace of its own: a second engine on the host's network takes over the
+host's ``docker0`` (one started with ``--bridge=none`` deleted it, and every container
+of the host's engine then failed to start). Starting one takes about a second.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
+from types import TracebackType
 
 import docker
 import requests
 from docker.errors import DockerException
 
+from agent.runtime.docker_engine import API_VERSION
+
 WAIT_SECONDS = 60.0
-_restarted: list[subprocess.Popen[bytes]] = []  # engines this process started, kept running
 
 
-class EngineControl:
-    def __init__(self, client: docker.DockerClient, log: Path) -> None:
-        self.client = client
-        self.log = log
-        self._argv: list[str] = []
-
-    @staticmethod
-    def unsafe_reason() -> str:
-        """Why the engine cannot be restarted here; "" when it can."""
+class PrivateEngine:
+    def __init__(self, log: Path) -> None:
         if os.geteuid() != 0:
-            return "only root can stop and start the Docker engine"
-        if os.environ.get("DOCKER_HOST", "unix://").split("://")[0] not in ("unix", ""):
-            return "the Docker engine is not on this host (DOCKER_HOST)"
-        if _systemd_runs_docker() or _dockerd_pids():
-            return ""
-        return "no dockerd process of this host to restart"
+            raise AssertionError("a Docker engine of the test's own needs root (dockerd)")
+        dockerd = shutil.which("dockerd")
+        if dockerd is None:
+            raise AssertionError("dockerd is not installed; run scripts/provision")
+        # A short path of its own: a unix socket's path is at most 107 bytes.
+        self.root = Path(tempfile.mkdtemp(prefix="allot-engine-"))
+        self.address = f"unix://{self.root}/docker.sock"
+        self.log = log
+        self._argv = [
+            "unshare",
+            "--net",
+            "--",
+            dockerd,
+            f"--host={self.address}",
+            f"--data-root={self.root}/data",
+            f"--exec-root={self.root}/exec",
+            f"--pidfile={self.root}/docker.pid",
+        ]
+        self._process: subprocess.Popen[bytes] | None = None
+        # The agent's API version: a client left to find it out would ask the engine now.
+        self.client = docker.DockerClient(base_url=self.address, version=API_VERSION, timeout=60)
 
-    def stop(self) -> None:
-        if _systemd_runs_docker():
-            subprocess.run(["systemctl", "stop", "docker.socket", "docker"], check=True)
-            return
-        (pid,) = _dockerd_pids()
-        self._argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode().split("\0")
-        os.kill(pid, 15)
-        deadline = time.monotonic() + WAIT_SECONDS
-        while _alive(pid):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"dockerd {pid} did not stop within {WAIT_SECONDS:g}s")
-            time.sleep(0.1)
+    def __enter__(self) -> PrivateEngine:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def load(self, image: str, source: docker.DockerClient) -> None:
+        """Copy ``image`` from the host's engine ``source`` into this one."""
+        self.client.images.load(b"".join(source.images.get(image).save(named=True)))
 
     def start(self) -> None:
-        """Start the engine again and wait until it answers."""
-        if self.answers():
+        """Start the engine and wait until it answers."""
+        if self._process is not None and self._process.poll() is None:
             return
-        if self._argv:
-            with self.log.open("ab") as output:
-                engine = subprocess.Popen(
-                    self._argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            _restarted.append(engine)
-        else:
-            subprocess.run(["systemctl", "start", "docker"], check=True)
+        with self.log.open("ab") as output:
+            self._process = subprocess.Popen(
+                self._argv, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + WAIT_SECONDS
         while not self.answers():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the Docker engine did not come back; see {self.log}")
-            time.sleep(0.2)
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the test's Docker engine did not start; see {self.log}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the engine as a shutdown does (SIGTERM) and wait until it has exited."""
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+            raise AssertionError(
+                f"the test's Docker engine did not stop within {WAIT_SECONDS:g}s"
+            ) from None
 
     def answers(self) -> bool:
         try:
@@ -73,24 +105,13 @@ class EngineControl:
             return False
         return True
 
-
-def _systemd_runs_docker() -> bool:
-    if not Path("/run/systemd/system").is_dir() or shutil.which("systemctl") is None:
-        return False
-    active = subprocess.run(["systemctl", "is-active", "--quiet", "docker"], check=False)
-    return active.returncode == 0
-
-
-def _dockerd_pids() -> list[int]:
-    found = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True, check=False)
-    return [int(pid) for pid in found.stdout.split() if _alive(int(pid))]
-
-
-def _alive(pid: int) -> bool:
-    """The process exists and has not exited. An engine that another test run started
-    and then stopped stays a zombie until that run reaps it; it is not the engine."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # the state follows "(name)"
+    def close(self) -> None:
+        """Remove the engine's containers, stop it and remove everything it kept."""
+        try:
+            if self.answers():
+                for found in self.client.api.containers(all=True):
+                    self.client.api.remove_container(found["Id"], force=True)
+            self.stop()
+        finally:
+            self.client.close()
+            shutil.rmtree(self.root)

@@ -14,8 +14,9 @@ import docker
 import pytest
 
 from shared.protocol import DesiredContainer
+from tests.docker.conftest import IMAGE
 from tests.docker.coordinator import ScriptedCoordinator, app_for
-from tests.docker.engine import EngineControl
+from tests.docker.engine import PrivateEngine
 from tests.docker.runtimes import (
     container,
     cpus,
@@ -178,30 +179,29 @@ async def test_a_stopped_engine_degrades_the_node_until_it_returns(
     coordinator: tuple[ScriptedCoordinator, str],
     agents: list[Service],
 ) -> None:
-    unsafe = EngineControl.unsafe_reason()
-    if unsafe:
-        pytest.skip(f"cannot restart the Docker engine safely here: {unsafe}")
-    engine = EngineControl(docker_client, tmp_path / "dockerd.log")
-    scripted, url = coordinator
-    scripted.want(1, desired(2, policy="always"))
-    # A backoff far longer than the waits below: the engine's return is seen when the
-    # event stream opens again, not when the backoff after the last failed pass ends.
-    slow = ("--backoff-initial-seconds=60", "--backoff-max-seconds=60")
-    agent = start_agent(tmp_path, url, node, agents, args=slow)
-    await eventually(lambda: running_all(scripted, 1, 2), within=30)
-    try:
-        await asyncio.to_thread(engine.stop)
-        await eventually(
-            lambda: any(p.startswith("docker: ") for p in scripted.last_status()["problems"]),
-            within=30,
-        )
-        # the coordinator changes its mind while the engine is away
-        await scripted.push(2, desired(3, shares=700, policy="always"))
-    finally:
-        await asyncio.to_thread(engine.start)
-    await eventually(lambda: scripted.last_status()["problems"] == [], within=15)
-    await eventually(lambda: running_all(scripted, 2, 3), within=30)
-    found = managed(docker_client, node)
-    assert [limits_in(found[f"svc-{i}"]).cpu_shares for i in range(3)] == [700, 701, 702]
-    assert "docker engine unavailable" in agent.text()
-    assert "docker engine available again" in agent.text()
+    with PrivateEngine(tmp_path / "dockerd.log") as engine:
+        engine.load(IMAGE, docker_client)
+        scripted, url = coordinator
+        scripted.want(1, desired(2, policy="always"))
+        # A backoff far longer than the waits below: the engine's return is seen when the
+        # event stream opens again, not when the backoff after the last failed pass ends.
+        args = (f"--docker-host={engine.address}", "--backoff-initial-seconds=60")
+        agent = start_agent(tmp_path, url, node, agents, args=(*args, "--backoff-max-seconds=60"))
+        await eventually(lambda: running_all(scripted, 1, 2), within=30)
+        try:
+            await asyncio.to_thread(engine.stop)
+            await eventually(
+                lambda: any(p.startswith("docker: ") for p in scripted.last_status()["problems"]),
+                within=30,
+            )
+            assert docker_client.ping()  # the host's engine, which other tests use, stays up
+            # the coordinator changes its mind while the engine is away
+            await scripted.push(2, desired(3, shares=700, policy="always"))
+        finally:
+            await asyncio.to_thread(engine.start)
+        await eventually(lambda: scripted.last_status()["problems"] == [], within=15)
+        await eventually(lambda: running_all(scripted, 2, 3), within=30)
+        found = managed(engine.client, node)
+        assert [limits_in(found[f"svc-{i}"]).cpu_shares for i in range(3)] == [700, 701, 702]
+        assert "docker engine unavailable" in agent.text()
+        assert "docker engine available again" in agent.text()
