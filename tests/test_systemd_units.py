@@ -63,9 +63,10 @@ def test_units_notify_ping_the_watchdog_and_restart_on_failure(service: str) -> 
     assert settings["ProtectSystem"] == ["strict"]
 
 
-def test_the_agent_can_reach_docker_and_gpu_devices() -> None:
+def test_the_agent_can_reach_docker_gpu_devices_and_the_pools_cgroups() -> None:
     settings = unit_settings("allot-agent.service")
     assert "-/run/docker.sock" in settings["ReadWritePaths"]
+    assert "ProtectControlGroups" not in settings  # it writes the pools' cgroups
     assert "AF_UNIX" in settings["RestrictAddressFamilies"][0].split()
     for hiding_devices in ("PrivateDevices", "DevicePolicy"):
         assert hiding_devices not in settings  # NVML opens /dev/nvidia*

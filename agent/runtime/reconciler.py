@@ -67,7 +67,13 @@ from agent.runtime.plan import (
     target_settings,
     tries,
 )
-from agent.runtime.pool_cgroups import PoolCgroupFiles, group_weights, grouping, new_parent
+from agent.runtime.pool_cgroups import (
+    PoolWeigher,
+    group_weights,
+    grouping,
+    new_parent,
+    pool_weigher,
+)
 from agent.runtime.pressure import DEFAULT_PSI_FILE, PressureGauge, SamplePair, container_pressure
 from agent.runtime.restarts import CrashLoop, RestartRules, after_try, describe, ended
 from agent.runtime.settings import Settings
@@ -182,10 +188,10 @@ class Runtime:
         ] = {}  # per container in a loop: its last restart or failure
         self._next_try: float | None = None  # the earliest try not yet due (Unix time)
         self._docker_problem = ""
-        # The pools' cgroups: None until the engine said its cgroup driver, then whether
-        # containers are grouped by pool (``pool_cgroups``).
-        self._grouping: bool | None = None
-        self._pool_files = PoolCgroupFiles()
+        # The pools' cgroups (``pool_cgroups``): the engine's cgroup driver, None until the
+        # engine said it, and how they are weighted under it (None: not grouped).
+        self._driver: str | None = None
+        self._pools: PoolWeigher | None = None
         self._cgroup_problems: list[str] = []
         self._state_writer = QuietWriter("cannot write the agent state for allot-agent status")
         self._adopted = False
@@ -324,6 +330,7 @@ class Runtime:
             await self._learn_grouping()
             self._note_adoption(observed)
             while desired is not None:
+                await self._weigh_pool_cgroups(desired, observed)
                 work = self._plan(desired, observed)
                 step = self._next_step(desired, work, observed, done)
                 work = [replace(one, problem=step.held.get(one.id, one.problem)) for one in work]
@@ -393,30 +400,39 @@ class Runtime:
         return target_settings(desired, self.host, still_bound(desired, seen, self.host))
 
     def _plan(self, desired: dict[str, DesiredContainer], observed: list[Inspected]) -> list[Work]:
-        """The work, with the pools' cgroups weighted first: a member about to be made
-        counts in its cgroup's weight before it starts."""
         swaps = self._swaps(desired)
         seen = [one.observed for one in observed]
         retries = self._retries(seen)
-        grouped = grouping(desired, seen, node=self.options.node, enabled=bool(self._grouping))
-        self._weigh_pool_cgroups(group_weights(desired, grouped))
         return plan(desired, seen, self._applied.settings, self.host, swaps, retries)
 
     async def _learn_grouping(self) -> None:
-        """Whether containers are grouped by pool, from the engine's cgroup driver, asked
-        once (``EngineUnavailable`` when the engine does not answer: asked again)."""
-        if self._grouping is not None:
+        """Whether and how containers are grouped by pool, from the engine's cgroup driver,
+        asked once (``EngineUnavailable`` when the engine does not answer: asked again)."""
+        if self._driver is not None:
             return
-        driver = await self.engine.cgroup_driver()
-        self._grouping = driver == "cgroupfs"
-        log.info(
-            "pool cgroups" if self._grouping else "no pool cgroups",
-            cgroup_driver=driver,
-            reason="a cgroup per pool" if self._grouping else "the driver manages parents itself",
-        )
+        self._driver = await self.engine.cgroup_driver()
+        self._pools = pool_weigher(self._driver)
+        if self._pools is None:
+            reason = "each container weighted by itself under this driver and cgroup version"
+            log.info("no pool cgroups", cgroup_driver=self._driver, reason=reason)
+        else:
+            log.info("pool cgroups", cgroup_driver=self._driver, reason="a cgroup per pool")
 
-    def _weigh_pool_cgroups(self, weights: dict[str, int]) -> None:
-        problems = self._pool_files.apply(weights) if self._grouping else []
+    @property
+    def _grouped_by(self) -> str:
+        """The driver that names the pools' cgroups; "" when containers are not grouped."""
+        return self._pools.driver if self._pools is not None else ""
+
+    async def _weigh_pool_cgroups(
+        self, desired: dict[str, DesiredContainer], observed: list[Inspected]
+    ) -> None:
+        """Weight the pools' cgroups before the work is planned and done: a member about to
+        be made counts in its cgroup's weight before it starts."""
+        if self._pools is None:
+            return
+        seen = [one.observed for one in observed]
+        grouped = grouping(desired, seen, node=self.options.node, driver=self._pools.driver)
+        problems = await self._pools.apply(group_weights(desired, grouped))
         for problem in set(problems) - set(self._cgroup_problems):
             log.warning("pool cgroup not weighted", reason=problem)
         self._cgroup_problems = problems
@@ -655,7 +671,7 @@ class Runtime:
             timeout = self._stop_timeout(action.container.stop_timeout_seconds)
             with self._fence.starting(container_id) as gate:
                 parent = new_parent(
-                    action.container, node=self.options.node, enabled=bool(self._grouping)
+                    action.container, node=self.options.node, driver=self._grouped_by
                 )
                 docker_id = await self.engine.create(
                     action.container,

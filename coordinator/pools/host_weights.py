@@ -18,8 +18,9 @@ The mapping, in the spec's words:
    entitlements across all pools and at every depth of the tree: the tree has already
    folded nesting, guarantees, limits and volumes into the leaf pools' fair shares, and
    each host gets every pool's fair share in proportion to the demand the pool placed
-   there. An agent on Docker's cgroupfs driver puts a pool's containers on its host in
-   one cgroup of the pool's (``shared.pool_cgroups``) weighted with their entitlements
+   there. An agent on Docker's cgroupfs driver, or its systemd driver on cgroup v2, puts
+   a pool's containers on its host in one cgroup of the pool's (``shared.pool_cgroups``;
+   a slice under systemd) weighted with their entitlements
    added: the pool's fair share on that host at 1024 per core; each member keeps its own
    weight inside, against its siblings only. Under contention the kernel hands out CPU
    between the pools' cgroups in proportion to these weights, so each pool gets its fair
@@ -44,13 +45,13 @@ pool's containers on a host are loaded alike (all busy, all idle, or each at the
 fraction of its demand; one container per pool per host is the common case). With a
 cgroup per pool it holds however a pool's containers are loaded: the kernel fills per
 pool first. Side by side, as containers run where the agent does not group them (Docker's
-systemd driver, or a container made before its agent grouped), it does not hold for a
-pool with an idle and a busy container on one host: the idle one's weight goes to every
-container there by weight, not to its busy sibling (shares 1 and 1 core on 2 CPUs, ``pa``
-one idle and one busy container of 1 core, ``pb`` one busy of 2: ``pa`` gets 2/3 core
-and ``pb``, above its share, 4/3; with the pools' cgroups 1 and 1). Proven over a model
-of the kernel in ``tests/coordinator/pools/test_kernel_split.py``, and measured in
-``bench/pool_cgroups.py`` and ``tests/docker/test_pool_cgroups.py``.
+systemd driver on cgroup v1, or a container made before its agent grouped), it does not
+hold for a pool with an idle and a busy container on one host: the idle one's weight goes
+to every container there by weight, not to its busy sibling (shares 1 and 1 core on 2
+CPUs, ``pa`` one idle and one busy container of 1 core, ``pb`` one busy of 2: ``pa`` gets
+2/3 core and ``pb``, above its share, 4/3; with the pools' cgroups 1 and 1). Proven over
+a model of the kernel in ``tests/coordinator/pools/test_kernel_split.py``, and measured
+in ``bench/pool_cgroups.py`` and ``tests/docker/test_pool_cgroups.py``.
 
 Weights are clamped to cgroup v1's 2..262144 ``cpu.shares``. Under cgroup v2 Docker writes
 ``cpu.weight`` from the shares through runc: runc before 1.3.2 (Debian bookworm's 1.1.5,

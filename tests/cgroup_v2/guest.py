@@ -50,6 +50,10 @@ CGROUP_FILES = (
 )
 
 
+# Where Docker's systemd driver puts a container: in system.slice, or in its pool's slice
+CONTAINER_CGROUP = re.compile(
+    r"/sys/fs/cgroup/system\.slice/(system-allotpool_[a-z0-9_]+\.slice/)?docker-[0-9a-f]{64}\.scope"
+)
 # (a VM's run directory, a container's allot id) -> the cgroup its main process was in
 _cgroups: dict[tuple[Path, str], str] = {}
 
@@ -165,6 +169,13 @@ class Guest:
         assert len(found) == 1, f"{allot_id}: {len(found)} running containers in the guest"
         return found[0]
 
+    def cgroup_dir(self, allot_id: str) -> str:
+        """The cgroup of the running container the agent made for ``allot_id``, below
+        /sys/fs/cgroup: ``system.slice/docker-<id>.scope``, or in its pool's slice
+        ``system.slice/system-allotpool_<pool>_<digest>.slice/docker-<id>.scope``."""
+        self.cgroup_files(allot_id)
+        return _cgroups[(self.run_dir, allot_id)].removeprefix("/sys/fs/cgroup/")
+
     def cgroup_files(self, allot_id: str) -> dict[str, str]:
         """The v2 files of the running container the agent made for ``allot_id``, by
         name, from its main process's cgroup. Finding that cgroup takes two Docker calls,
@@ -185,9 +196,7 @@ class Guest:
                 f'cd "/sys/fs/cgroup$(sed -n "s/^0:://p" /proc/$pid/cgroup)" && {read}'
             )
         where, _, rest = said.partition("\n")
-        assert re.fullmatch(r"/sys/fs/cgroup/system\.slice/docker-[0-9a-f]{64}\.scope", where), (
-            where
-        )
+        assert CONTAINER_CGROUP.fullmatch(where), where
         _cgroups[(self.run_dir, allot_id)] = where
         parts = rest.split("\0")
         return {parts[i]: parts[i + 1].strip() for i in range(0, len(parts) - 1, 2)}

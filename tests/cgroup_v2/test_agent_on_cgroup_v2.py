@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 from bench.pools_on_host import run_cases, set_up, wait_for_weights
+from shared.pool_cgroups import SYSTEMD, parent_of, slice_directory
 from shared.protocol import Limits
 from tests.cgroup_v2.guest import AGENT_PID_FILE, HOST_FROM_GUEST, Guest
 from tests.cgroup_v2.guest_meter import GuestMeter
@@ -369,6 +370,11 @@ def held_burners(cluster: Cluster) -> Iterator[Burners]:
         weights = {cid: cluster.guest.cgroup_files(cid)["cpu.weight"] for cid in every}
         assert [weights[cid] for cid in ids["pa"]] == ["13"] * 3, weights  # 341 shares
         assert weights[ids["pb"][0]] == "39", weights  # 1024 shares
+        # each pool's burners in its slice, weighted with their shares added (1023, 1024)
+        for pool, members in ids.items():
+            where = slice_directory(parent_of(NODE, pool, SYSTEMD))
+            assert {cluster.guest.cgroup_dir(cid).rsplit("/", 1)[0] for cid in members} == {where}
+            assert cluster.guest.sh(f"cat /sys/fs/cgroup/{where}/cpu.weight").strip() == "39", pool
         meter = GuestMeter(cluster.guest, ids)
         meter.hold(True)
         yield Burners(ids, meter)
@@ -384,8 +390,10 @@ def test_pools_get_their_fair_cores_in_the_guest_and_a_busy_pool_takes_the_idle_
     """bench/pools_on_host.py's cases on the guest's two CPUs (each burner requesting 1 CPU,
     overcommit 2; fair shares 1.0 and 1.0 core), with tests/docker/pool_cores.py's checks
     in cores, measured in the guest (``GuestMeter``). runc 1.1.5 writes each container's
-    shares as a cpu.weight linearly, so the weights keep the pools' proportions: 3 x 13 for
-    pa against 39 for pb, and with the strong guarantee 3 x 23 against 10. ``quiet``: the
+    shares as a cpu.weight linearly (3 x 13 in pa, 39 in pb), and the agent has systemd
+    weight each pool's slice so, with its members' shares added: 39 against 39, and with
+    the strong guarantee 69 against 10 (a slice left at systemd's default, 100 each, would
+    split the CPU 1 to 1 there, not 1.75 to 0.25). ``quiet``: the
     guest's CPUs are this machine's, so nothing else may run meanwhile (tests/quiet.py)."""
     ids, meter = held_burners.ids, held_burners.meter
     meter.hold(False)

@@ -186,6 +186,11 @@ def test_install_a_deployments_limits_appear_in_the_v2_files(installed: Guest) -
             break
         time.sleep(1)
     assert found == expected
+    # in its pool's slice, which the agent had systemd weight with its shares (its only
+    # member's), from within the unit's sandbox
+    where = installed.cgroup_dir(container_id).rsplit("/", 1)[0]
+    assert where.startswith("system.slice/system-allotpool_team_a_"), where
+    assert installed.sh(f"cat /sys/fs/cgroup/{where}/cpu.weight").strip() == files["cpu.weight"]
 
 
 def ours(guest: Guest) -> dict[str, str]:

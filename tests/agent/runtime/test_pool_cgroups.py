@@ -12,6 +12,7 @@ cgroup v1 and as v2; tests/docker/test_pool_cgroups.py does it on this host's ke
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import msgspec
@@ -20,13 +21,23 @@ from hypothesis import strategies as st
 
 from agent.runtime.labels import spec_digest
 from agent.runtime.plan import Host, Observed, Update, plan, target_settings
-from agent.runtime.pool_cgroups import PoolCgroupFiles, group_weights, grouping, new_parent
+from agent.runtime.pool_cgroups import (
+    PoolCgroupFiles,
+    PoolSlices,
+    group_weights,
+    grouping,
+    new_parent,
+    pool_weigher,
+)
 from shared.cpuset import CpuSet
 from shared.pool_cgroups import (
+    CGROUPFS,
     MAX_SHARES,
+    SYSTEMD,
     group_shares,
     is_pool_parent,
     parent_of,
+    slice_directory,
     v2_weight,
 )
 from shared.protocol import DesiredContainer, Limits
@@ -76,7 +87,7 @@ DESIRED = {c.id: c for c in (IDLE, BUSY, OTHER, PINNED, NO_POOL)}
 
 
 def test_new_containers_of_a_pool_go_to_its_cgroup_weighted_with_their_entitlements() -> None:
-    grouped = grouping(DESIRED, [], node=NODE, enabled=True)
+    grouped = grouping(DESIRED, [], node=NODE, driver=CGROUPFS)
     assert grouped == {
         "pa-idle": parent_of(NODE, "pa"),
         "pa-busy": parent_of(NODE, "pa"),
@@ -86,14 +97,14 @@ def test_new_containers_of_a_pool_go_to_its_cgroup_weighted_with_their_entitleme
         parent_of(NODE, "pa"): 1024,
         parent_of(NODE, "pb"): 1024,
     }
-    assert new_parent(IDLE, node=NODE, enabled=True) == parent_of(NODE, "pa")
-    assert new_parent(PINNED, node=NODE, enabled=True) == ""
-    assert new_parent(NO_POOL, node=NODE, enabled=True) == ""
+    assert new_parent(IDLE, node=NODE, driver=CGROUPFS) == parent_of(NODE, "pa")
+    assert new_parent(PINNED, node=NODE, driver=CGROUPFS) == ""
+    assert new_parent(NO_POOL, node=NODE, driver=CGROUPFS) == ""
 
 
 def test_an_agent_that_does_not_group_makes_no_pool_cgroup() -> None:
-    assert grouping(DESIRED, [], node=NODE, enabled=False) == {}
-    assert new_parent(IDLE, node=NODE, enabled=False) == ""
+    assert grouping(DESIRED, [], node=NODE, driver="") == {}
+    assert new_parent(IDLE, node=NODE, driver="") == ""
 
 
 def test_a_container_made_before_grouping_stays_beside_the_pools_cgroup() -> None:
@@ -105,7 +116,7 @@ def test_a_container_made_before_grouping_stays_beside_the_pools_cgroup() -> Non
     flat = _observed(IDLE, "", 512)
     inside = _observed(BUSY, parent_of(NODE, "pa"), 512)
     desired = {IDLE.id: IDLE, BUSY.id: BUSY}
-    grouped = grouping(desired, [flat, inside], node=NODE, enabled=True)
+    grouped = grouping(desired, [flat, inside], node=NODE, driver=CGROUPFS)
     assert grouped == {"pa-busy": parent_of(NODE, "pa")}
     assert group_weights(desired, grouped) == {parent_of(NODE, "pa"): 512}
     assert plan(desired, [flat, inside], {}, HOST) == []
@@ -120,7 +131,7 @@ def test_a_container_made_before_grouping_stays_beside_the_pools_cgroup() -> Non
 def test_a_grouped_container_made_anew_after_a_spec_change_lands_in_its_pool() -> None:
     old = _observed(IDLE, "", 512)
     changed = msgspec.structs.replace(IDLE, command=["sleep", "1"])
-    grouped = grouping({IDLE.id: changed}, [old], node=NODE, enabled=True)
+    grouped = grouping({IDLE.id: changed}, [old], node=NODE, driver=CGROUPFS)
     assert grouped == {IDLE.id: parent_of(NODE, "pa")}
 
 
@@ -139,7 +150,7 @@ def test_names_keep_nodes_and_pools_apart_and_weights_in_bounds() -> None:
 @given(st.lists(st.integers(min_value=2, max_value=MAX_SHARES), min_size=1, max_size=20))
 def test_a_pools_cgroup_weighs_its_members_entitlements_added(shares: list[int]) -> None:
     desired = {f"c{k}": _desired(f"c{k}", "pa", s) for k, s in enumerate(shares)}
-    grouped = grouping(desired, [], node=NODE, enabled=True)
+    grouped = grouping(desired, [], node=NODE, driver=CGROUPFS)
     assert group_weights(desired, grouped) == {parent_of(NODE, "pa"): min(MAX_SHARES, sum(shares))}
 
 
@@ -149,40 +160,150 @@ def _v1_root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_files_v1_weighted_then_removed_once_empty(tmp_path: Path) -> None:
+async def test_files_v1_weighted_then_removed_once_empty(tmp_path: Path) -> None:
     root = _v1_root(tmp_path)
     files = PoolCgroupFiles(root)
     parent = parent_of(NODE, "pa")
     shares_file = root / "cpu" / parent.lstrip("/") / "cpu.shares"
-    assert files.apply({parent: 1536}) == []
+    assert await files.apply({parent: 1536}) == []
     assert shares_file.parent.is_dir()
     assert not shares_file.exists()
     shares_file.write_text("1024\n")  # as the kernel has it
     (root / "memory" / parent.lstrip("/")).mkdir()  # as runc makes it
-    assert files.apply({parent: 1536}) == []
+    assert await files.apply({parent: 1536}) == []
     assert shares_file.read_text() == "1536\n"
     shares_file.unlink()  # the kernel's files go with the directory
-    assert files.apply({}) == []
+    assert await files.apply({}) == []
     assert not any(root.glob(f"*/{parent.lstrip('/')}"))
 
 
-def test_files_v2_weight_and_a_cgroup_kept_while_it_holds_a_member(tmp_path: Path) -> None:
+async def test_files_v2_weight_and_a_cgroup_kept_while_it_holds_a_member(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
     files = PoolCgroupFiles(tmp_path)
     parent = parent_of(NODE, "pb")
     weight = tmp_path / parent.lstrip("/") / "cpu.weight"
-    files.apply({parent: 2048})
+    await files.apply({parent: 2048})
     weight.write_text("100\n")
-    files.apply({parent: 2048})
+    await files.apply({parent: 2048})
     assert weight.read_text() == "79\n"  # runc 1.1.5's line: 2048 shares
     (weight.parent / "member").mkdir()  # still holds a member: not removed
-    assert files.apply({}) == []
+    assert await files.apply({}) == []
     assert weight.parent.is_dir()
 
 
-def test_a_weight_that_cannot_be_written_is_a_problem(tmp_path: Path) -> None:
+async def test_a_weight_that_cannot_be_written_is_a_problem(tmp_path: Path) -> None:
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "docker").write_text("")  # no directory can be made below it
-    problems = PoolCgroupFiles(tmp_path).apply({parent_of(NODE, "pa"): 1024})
+    problems = await PoolCgroupFiles(tmp_path).apply({parent_of(NODE, "pa"): 1024})
     assert len(problems) == 1
     assert "cannot set its weight 1024" in problems[0]
+
+
+# -- the systemd driver: a slice per pool, weighted through systemctl ---------------------
+
+UNIT_NAME = re.compile(r"system-allotpool_[a-z0-9_]+\.slice")
+
+
+@given(node=st.text(max_size=30), pool=st.text(min_size=1, max_size=60))
+def test_a_pools_slice_is_one_level_below_system_slice_for_any_name(node: str, pool: str) -> None:
+    """systemd reads each ``-`` of a slice's name as a level: a pool's slice is always
+    ``system-<one name>.slice``, a child of system.slice, in a unit name's characters."""
+    name = parent_of(node, pool, SYSTEMD)
+    assert UNIT_NAME.fullmatch(name), name
+    assert is_pool_parent(name)
+    assert name != parent_of(node + "x", pool, SYSTEMD)
+    assert slice_directory(name) == f"system.slice/{name}"
+
+
+def test_under_the_systemd_driver_a_pools_containers_are_made_in_its_slice() -> None:
+    grouped = grouping(DESIRED, [], node=NODE, driver=SYSTEMD)
+    assert grouped == {
+        "pa-idle": parent_of(NODE, "pa", SYSTEMD),
+        "pa-busy": parent_of(NODE, "pa", SYSTEMD),
+        "pb-busy": parent_of(NODE, "pb", SYSTEMD),
+    }
+    assert (
+        parent_of(NODE, "pa", SYSTEMD)
+        == "system-allotpool_pa_" + parent_of(NODE, "pa").rsplit("-", 1)[1] + ".slice"
+    )
+    assert new_parent(PINNED, node=NODE, driver=SYSTEMD) == ""
+    # one made under the cgroupfs layout's name stays where it is, in its pool's cgroup
+    kept = _observed(BUSY, parent_of(NODE, "pa"), 512)
+    assert grouping({BUSY.id: BUSY}, [kept], node=NODE, driver=SYSTEMD) == {
+        BUSY.id: parent_of(NODE, "pa")
+    }
+
+
+def test_the_weigher_follows_the_engines_driver_and_the_cgroup_version(tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    v1.mkdir()
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu memory\n")
+    assert isinstance(pool_weigher(CGROUPFS, v1), PoolCgroupFiles)
+    assert isinstance(pool_weigher(CGROUPFS, v2), PoolCgroupFiles)
+    assert isinstance(pool_weigher(SYSTEMD, v2), PoolSlices)
+    assert pool_weigher(SYSTEMD, v1) is None  # no slices on v1: each container by itself
+    assert pool_weigher("", v2) is None
+
+
+class Systemctl:
+    """A ``systemctl`` stand-in on this host, which has no systemd to ask: it records its
+    arguments, and fails while ``fail`` holds a message (the VM's test,
+    tests/cgroup_v2/test_agent_on_cgroup_v2.py, runs the real one)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = directory / "systemctl"
+        self.calls = directory / "calls"
+        self.fail = directory / "fail"
+        self.path.write_text(
+            "#!/bin/sh\n"
+            f'echo "$*" >>{self.calls}\n'
+            f"if [ -e {self.fail} ]; then cat {self.fail} >&2; exit 1; fi\n"
+        )
+        self.path.chmod(0o755)
+
+    def said(self) -> list[str]:
+        """The calls since the last look."""
+        if not self.calls.exists():
+            return []
+        lines = self.calls.read_text().splitlines()
+        self.calls.unlink()
+        return lines
+
+
+async def test_slices_are_weighted_once_per_change_and_stopped_once_empty(tmp_path: Path) -> None:
+    systemctl = Systemctl(tmp_path)
+    slices = PoolSlices(tmp_path, systemctl=str(systemctl.path))
+    pa, pb = parent_of(NODE, "pa", SYSTEMD), parent_of(NODE, "pb", SYSTEMD)
+    assert await slices.apply({pa: 1024, pb: 2048}) == []
+    assert systemctl.said() == [
+        f"set-property --runtime {pa} CPUWeight=39",
+        f"set-property --runtime {pb} CPUWeight=79",
+    ]
+    assert await slices.apply({pa: 1024, pb: 2048}) == []
+    assert systemctl.said() == []  # as set: nothing asked
+    member = tmp_path / slice_directory(pa) / "docker-1.scope"
+    member.mkdir(parents=True)
+    assert await slices.apply({pb: 4096}) == []
+    assert systemctl.said() == [f"set-property --runtime {pb} CPUWeight=157"]  # pa still held
+    member.rmdir()
+    assert await slices.apply({pb: 4096}) == []
+    assert systemctl.said() == [f"stop {pa}", f"revert {pa}"]
+    assert await slices.apply({pb: 4096}) == []
+    assert systemctl.said() == []
+
+
+async def test_a_slice_systemd_would_not_weight_is_a_problem_asked_again(tmp_path: Path) -> None:
+    systemctl = Systemctl(tmp_path)
+    slices = PoolSlices(tmp_path, systemctl=str(systemctl.path))
+    pa = parent_of(NODE, "pa", SYSTEMD)
+    systemctl.fail.write_text("Failed to set unit properties: Access denied\n")
+    assert await slices.apply({pa: 1024}) == [
+        f"pool slice {pa}: cannot set its weight 39: Failed to set unit properties: Access denied"
+    ]
+    systemctl.fail.unlink()
+    assert await slices.apply({pa: 1024}) == []
+    assert systemctl.said() == [f"set-property --runtime {pa} CPUWeight=39"] * 2
+    missing = PoolSlices(tmp_path, systemctl=str(tmp_path / "no-such-systemctl"))
+    (problem,) = await missing.apply({pa: 1024})
+    assert "No such file or directory" in problem
