@@ -128,10 +128,8 @@ class GuestMeter:
         self._ids = ids
         self._every = [cid for members in ids.values() for cid in members]
         docker_ids = {cid: guest.docker_id(cid) for cid in self._every}
-        self._files = [
-            f"/sys/fs/cgroup/system.slice/docker-{docker_ids[cid]}.scope/cpu.stat"
-            for cid in self._every
-        ]
+        # in system.slice, or in the pool's slice there
+        self._files = [f"/sys/fs/cgroup/{guest.cgroup_dir(cid)}/cpu.stat" for cid in self._every]
         pids = guest.sh(
             "docker inspect -f '{{.State.Pid}}' " + " ".join(docker_ids[c] for c in self._every)
         ).split()
