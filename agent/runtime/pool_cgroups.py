@@ -171,12 +171,14 @@ class PoolCgroupFiles:
 
 class PoolSlices:
     """The pools' slices under Docker's systemd driver on cgroup v2, weighted through
-    systemd. systemd owns a slice's cgroup and writes its ``cpu.weight`` again whenever
-    it realises the slice (as each member starts in it), so a weight written to the file
-    would not hold; ``systemctl set-property --runtime`` makes it the slice's own. Set
-    before the first member is made, it holds for a slice systemd has not made yet, and
-    is there when the member's scope makes it. ``--runtime``: the setting lives in /run
-    and ends with a reboot, as the containers' own settings do."""
+    systemd. systemd owns a slice's cgroup: it makes it only as the first member's scope
+    starts in it, so there is no file to write before then, and it sets the cgroup's
+    attributes from the unit's settings whenever it sets the unit up again.
+    ``systemctl set-property --runtime`` makes the weight the unit's own: set on a slice
+    systemd has not made yet, it is there when the first member's scope makes it, and
+    it holds through more members and a ``daemon-reload`` (checked in the cgroup v2
+    VM, systemd 252). ``--runtime``: the setting lives in /run and ends with a reboot,
+    as the containers' own settings do."""
 
     driver = SYSTEMD
 
