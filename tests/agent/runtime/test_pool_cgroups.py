@@ -1,13 +1,16 @@
 """agent.runtime.pool_cgroups and shared.pool_cgroups: which containers run in their
 pool's cgroup, its weight, and the files written for it (on a directory laid out as
-cgroup v1 and as v2; tests/docker/test_pool_cgroups.py does it on this host's kernel).
+cgroup v1 and as v2; tests/docker/test_pool_cgroups.py does it on this host's kernel), or
+the systemctl calls made for it under the systemd driver (the cgroup v2 VM's tests run the
+real systemd).
 
 - a container of a pool is made in its pool's cgroup when the agent groups, with the same
   Docker settings as beside it, its entitlement counted in the cgroup's weight;
 - a container Docker holds stays where it was made: one made before the agent grouped
   keeps its own weight beside the pools' cgroups; only one made anew moves;
 - bound containers and containers of no pool are never grouped;
-- a pool's cgroup weighs its members' entitlements added, on every node apart.
+- a pool's cgroup weighs its members' entitlements added, on every node apart;
+- under the systemd driver a pool's cgroup is a slice one level below system.slice.
 """
 
 from __future__ import annotations
