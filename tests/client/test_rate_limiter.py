@@ -107,7 +107,9 @@ async def test_an_idle_bucket_fills_to_its_size_and_no_further() -> None:
     assert sum(1 for t in times if t - times[0] < 0.004) <= 20  # the burst, at most b
     for window in (0.01, 0.1, 0.3):
         assert most_in_any_window(times, window) <= 200 * window + 20, window
-    assert len(times) >= 0.9 * (20 + 200 * 0.5)
+    # it goes on at the rate after the burst (a bucket that did not refill gives 20); a
+    # loaded machine only lowers the count, and a small bucket loses what a stall leaves
+    assert len(times) >= 0.7 * (20 + 200 * 0.5)
 
 
 async def test_acquiring_more_than_the_bucket_holds_is_an_error() -> None:
