@@ -178,7 +178,7 @@ async def test_tokens_accrue_at_the_old_rate_until_the_change() -> None:
     assert at_once <= accrued_before_change + 1000 * 0.01 + 1e-6  # not 500 at 1000/s
     # then the new rate: about 0.1 s for the 100, where the old one would take 9.5 s (a
     # loaded machine only makes it longer, so the bound is on time, with room to spare:
-    # CI once counted 28 acquisitions in a 50 ms window at 1000/s)
+    # a make test run once counted 28 acquisitions in a 50 ms window at 1000/s)
     assert times[-1] - times[0] < 2.0
 
 
