@@ -1,13 +1,14 @@
 """Issue 28's three checks of the cores CPU burners in two pools got
 (bench/pools_on_host.py's ``run_cases``), for this host and for the cgroup v2 VM alike:
 
-- both burn: each pool within 10 % of its fair share (1.0 and 1.0 core);
+- both burn: each pool within 10 % of its fair share (1.0 and 1.0 core) of what the rest
+  of the machine left the burners (``fair_of_left``);
 - ``pb``'s burner stopped: ``pa`` takes the idle CPU from the stop on (its weight held no
   quota, so no pool update is needed): at least 1.9 cores, or 97 % of what the rest of
   the machine left, whichever is less (``idle_floor``);
 - a strong guarantee of 1.5 cores on ``pa``: each pool within 10 % of the tree's share,
-  1.75 and 0.25 core (pools spec section 3, step 5: the free half core by weight on top of
-  the guarantee; not the issue's 1.5 and 0.5).
+  1.75 and 0.25 core, of what was left (pools spec section 3, step 5: the free half core
+  by weight on top of the guarantee; not the issue's 1.5 and 0.5).
 
 Every window must hold. A failure prints every case's windows: each pool's cores and what
 else used the CPUs meanwhile, to tell a busy machine from a wrong share.
@@ -28,14 +29,26 @@ IDLE_TAKEN = 1.9  # cores the busy pool takes of the node's 2 when the other idl
 IDLE_OF_LEFT = 0.97  # ... or this much of what the rest of the machine left it
 
 
+def _others(split: Split) -> float:
+    return split.crowding.others if split.crowding is not None else 0.0
+
+
+def fair_of_left(split: Split, pool: str) -> float:
+    """The pool's fair cores of what the rest of the machine left the burners: the tree
+    shares out the node's CPUs, but its own processes (agent, dockerd, the test) and
+    whatever else runs beside are outside the pools and outrank the burners. A make test
+    run in CI measured pb 0.89 core with pa 1.04 while others used 0.07 of the 2: 0.11 off
+    the node's fair 1.00, 0.075 off the 0.965 left to each pool."""
+    return split.fair[pool] * (CPUS - _others(split)) / CPUS
+
+
 def idle_floor(split: Split) -> float:
     """The cores the busy pool must take while the other idles: the issue's 1.9 of 2 on a
     machine whose own processes use under 0.04 core, else 97 % of what they leave. The
     rest of the machine outranks the burners and takes what it needs: in the emulated
     guest its agent and dockerd (cpu.weight 100 against the burners' 13) use 0.05 to 0.10
     core, which leaves 1.90 to 1.95 for the burners even with no CPU idle."""
-    others = split.crowding.others if split.crowding is not None else 0.0
-    return min(IDLE_TAKEN, IDLE_OF_LEFT * (CPUS - others))
+    return min(IDLE_TAKEN, IDLE_OF_LEFT * (CPUS - _others(split)))
 
 
 def report(cases: Mapping[str, list[Split]]) -> str:
@@ -55,7 +68,8 @@ def assert_cases(cases: Mapping[str, list[Split]]) -> None:
     }, said
     for case in ("both", "strong pa"):
         for split in cases[case]:
-            for pool, fair in split.fair.items():
+            for pool in split.fair:
+                fair = fair_of_left(split, pool)
                 off = abs(split.cores[pool] - fair)
                 assert off <= TOLERANCE * fair, f"{split.case}: {pool} {off:.2f} core off\n{said}"
     for split in cases["idle pb"]:
