@@ -395,10 +395,15 @@ class Draft:
             self.change.remove(record.replaces, record.node)
 
     def record_limits(self, updates: dict[str, Limits], node: str) -> None:
-        """New Docker settings of containers already there (a shared pool that moved)."""
+        """New Docker settings of containers already there (a shared pool that moved, or
+        a container's own reallocation). An unbound container keeps its CPU weight: its
+        pool's fair share sets it (``pool_link.follow_pool_shares``), and placement's
+        flat 1024 would undo that until the pools' next update moved it back."""
         now = self.context.clock()
         for container_id, limits in updates.items():
             record = self.change.containers.get(container_id) or self.container(container_id)
+            if record is not None and not record.cpu_bind:
+                limits = msgspec.structs.replace(limits, cpu_shares=record.limits.cpu_shares)
             if record is None or record.stopping or record.limits == limits:
                 continue
             entry = HistoryEntry(at=now, event="limits", detail=f"shared pool on {node} moved")

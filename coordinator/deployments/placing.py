@@ -31,7 +31,7 @@ from coordinator.deployments.outcome import (
     check_extended_names,
     refused_by_placement,
 )
-from coordinator.deployments.pool_link import check_pool_limits, check_pool_use
+from coordinator.deployments.pool_link import check_pool_limits, check_pool_use, placed_limits
 from coordinator.deployments.records import PendingRecord
 from coordinator.deployments.sequencer import Refused
 from coordinator.deployments.translate import (
@@ -549,7 +549,7 @@ def _assign_all(
                 container_id,
                 node=node,
                 created=now,
-                limits=moved.updates[container_id],
+                limits=placed_limits(moved.updates[container_id], resources),
                 history=[HistoryEntry(at=now, event="placed", detail=placed)],
                 gpus=grant.gpus,
                 extended=grant.extended,

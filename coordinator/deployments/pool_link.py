@@ -32,6 +32,7 @@ from coordinator.pools.host_weights import (
     Unbound,
     host_weights,
     pool_ceilings,
+    shares_for,
 )
 from coordinator.pools.tree import Share
 from shared.api.containers import ContainerRecord, HistoryEntry
@@ -172,8 +173,26 @@ def follow_pool_shares(draft: Draft, targets: Mapping[str, PoolCpu]) -> None:
 
 def _demand(draft: Draft, record: ContainerRecord) -> float:
     """The container's CPU demand in cores: its limit, or its request without one."""
-    resources = draft.node_state(record.node).allocations[record.id].resources
+    return demand_of(draft.node_state(record.node).allocations[record.id].resources)
+
+
+def demand_of(resources: Normalized) -> float:
+    """CPU demand in cores of a container of ``resources``: its limit, or its request."""
     return (resources.cpu_limit or resources.cpu_request) / resources.share_base
+
+
+def placed_limits(limits: Limits, resources: Normalized) -> Limits:
+    """A newly placed container's Docker settings: an unbound one weighs what it asks
+    for, 1024 per core of its demand, instead of placement's flat 1024 (placement spec
+    section 7). That is its entitlement whenever its pool's fair share covers the pool's
+    demand, as on a cluster with room, so the pools' next update (``follow_pool_shares``)
+    leaves it as it is. With 1024, every new unbound container was written and pushed to
+    its agent twice (its host making it, then a docker update), and the update a second
+    later walked and rewrote each one: 1,000 of the 1,000 containers a deployment had
+    just placed."""
+    if resources.cpu_bind:
+        return limits
+    return msgspec.structs.replace(limits, cpu_shares=shares_for(demand_of(resources)))
 
 
 def _unbound(draft: Draft, record: ContainerRecord) -> Unbound:

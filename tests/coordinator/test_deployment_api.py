@@ -133,7 +133,8 @@ async def test_unbound_containers_run_on_the_shared_pool_with_a_cfs_quota(
     assert status == 201, answer
     (view,) = answer["containers"]
     limits = view["record"]["limits"]
-    assert (limits["cpu_quota"], limits["cpu_shares"]) == (50_000, 1024)
+    # weighted as what it asks for, 1024 per core (pool_link.placed_limits)
+    assert (limits["cpu_quota"], limits["cpu_shares"]) == (50_000, 512)
     bound_cpu = (await call(cluster, "GET", f"{DEPLOYMENTS}/bound"))[1]["containers"][0]
     assert limits["cpuset_cpus"] != bound_cpu["record"]["limits"]["cpuset_cpus"]
     desired = await next_desired(ws)

@@ -114,7 +114,8 @@ def test_allotctl_deploys_shows_reallocs_and_deletes_on_a_real_node(
     (tmp_path / "batch.toml").write_text(BATCH_TOML)
     lines = ctl(url, "deploy", "team-a", "--file", str(tmp_path / "batch.toml"), "--env", "N=1")
     assert sorted(line.split()[2] for line in lines[3:]) == ["in-quota", "over-quota"]
-    assert all(line.split()[3:] == ["shared", "1024", "10000/100000", "16Mi"] for line in lines[3:])
+    # each weighted as the 0.1 core it asks for (coordinator.deployments.pool_link)
+    assert all(line.split()[3:] == ["shared", "102", "10000/100000", "16Mi"] for line in lines[3:])
 
     # the quota's max refuses a third deployment, saying by how much
     refused = allotctl(

@@ -72,3 +72,41 @@ async def test_a_pools_cpu_limit_becomes_its_containers_quota(tmp_path: Path) ->
     }
     await service.close()
     await store.close()
+
+
+async def test_a_new_unbound_container_weighs_its_demand_so_room_rewrites_nothing(
+    tmp_path: Path,
+) -> None:
+    """Placed at placement's flat 1024, each new unbound container was rewritten (and
+    pushed to its host again) by the next pool update: 1,000 of a 1,000-container
+    deployment in the fleet benchmark."""
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    service = await load(store)
+    await service.hello("n0", inventory=make_inventory(), address="a", agent_version="t")
+    await service.deploy("team-a", UNBOUND)
+    assert [c.limits.cpu_shares for c in service.containers()] == [512, 512]
+    revision = store.revision
+    await service.follow_pool_shares({"team-a": share(1.0)}, TOTAL_CPU)  # its whole demand
+    assert store.revision == revision
+    assert [c.history[-1].event for c in service.containers()] == ["placed", "placed"]
+    await service.close()
+    await store.close()
+
+
+async def test_a_shared_pool_that_moves_keeps_the_pools_weights(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    service = await load(store)
+    await service.hello("n0", inventory=make_inventory(), address="a", agent_version="t")
+    await service.deploy("team-a", UNBOUND)
+    await service.follow_pool_shares({"team-a": share(0.5)}, TOTAL_CPU)
+    before = {c.id: c.limits for c in service.containers()}
+    one_core = ResourcesSpec(cpu="1", memory="16Mi")
+    bound = DeploymentSpec(
+        name="bound", image="busybox", count=1, resources=one_core, cpu_bind=True
+    )
+    await service.deploy("team-b", bound)  # takes a core from the shared pool
+    after = {c.id: c.limits for c in service.containers() if c.id in before}
+    assert all(after[i].cpuset_cpus != before[i].cpuset_cpus for i in before)
+    assert [limits.cpu_shares for limits in after.values()] == [256, 256]
+    await service.close()
+    await store.close()
