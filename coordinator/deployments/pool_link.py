@@ -29,8 +29,8 @@ from coordinator.pools.access import pool_access
 from coordinator.pools.host_weights import (
     CpuWeight,
     PoolCpu,
-    Unbound,
-    host_weights,
+    PoolDemand,
+    member_weight,
     pool_ceilings,
     shares_for,
 )
@@ -146,19 +146,31 @@ def follow_pool_shares(draft: Draft, targets: Mapping[str, PoolCpu]) -> None:
     """Set each unbound container's CPU weight and quota from its pool's target
     (``coordinator.pools.host_weights``): the pool's containers pinned to cores count
     against its cores first. A weight or quota moving by ``SHARE_CHANGE`` or less is left
-    as it is. O(the containers of those pools)."""
+    as it is. O(the containers of those pools), with each distinct (demand, limit,
+    current settings) worked out once: the update runs every second, and working out
+    every container took 300 to 500 ms of CPU at 33,000 containers."""
     now = draft.context.clock()
     for pool, target in targets.items():
-        members = draft.of_pools([pool])
-        unbound = [record for record in members if not record.cpu_bind]
+        unbound: list[tuple[ContainerRecord, float, float | None]] = []
+        pinned = 0.0
+        for record in draft.of_pools([pool]):
+            resources = draft.node_state(record.node).allocations[record.id].resources
+            if record.cpu_bind:
+                pinned += demand_of(resources)
+            else:
+                unbound.append((record, demand_of(resources), _own_limit(resources)))
         if not unbound:
             continue
-        pinned = sum(_demand(draft, record) for record in members if record.cpu_bind)
         cpu = PoolCpu(max(0.0, target.cores - pinned), target.ceiling)
-        wanted = host_weights({pool: cpu}, [_unbound(draft, record) for record in unbound])
-        for record in unbound:
-            limits = _limits(record.limits, wanted[record.id])
-            if limits is record.limits:
+        together = PoolDemand(sum(demand for _, demand, _ in unbound), len(unbound))
+        worked_out: dict[tuple[float, float | None, Limits], Limits] = {}
+        for record, demand, limit in unbound:
+            case = (demand, limit, record.limits)
+            limits = worked_out.get(case)
+            if limits is None:
+                wanted = member_weight(cpu, together, demand, limit)
+                limits = worked_out[case] = _limits(record.limits, wanted)
+            if limits == record.limits:
                 continue
             detail = "; ".join(
                 f"{name} {getattr(record.limits, name)} -> {getattr(limits, name)}"
@@ -171,9 +183,9 @@ def follow_pool_shares(draft: Draft, targets: Mapping[str, PoolCpu]) -> None:
             )
 
 
-def _demand(draft: Draft, record: ContainerRecord) -> float:
-    """The container's CPU demand in cores: its limit, or its request without one."""
-    return demand_of(draft.node_state(record.node).allocations[record.id].resources)
+def _own_limit(resources: Normalized) -> float | None:
+    """The container's own CPU limit in cores (None without one)."""
+    return resources.cpu_limit / resources.share_base if resources.cpu_limit else None
 
 
 def demand_of(resources: Normalized) -> float:
@@ -193,12 +205,6 @@ def placed_limits(limits: Limits, resources: Normalized) -> Limits:
     if resources.cpu_bind:
         return limits
     return msgspec.structs.replace(limits, cpu_shares=shares_for(demand_of(resources)))
-
-
-def _unbound(draft: Draft, record: ContainerRecord) -> Unbound:
-    resources = draft.node_state(record.node).allocations[record.id].resources
-    limit = resources.cpu_limit / resources.share_base if resources.cpu_limit else None
-    return Unbound(record.id, record.pool, record.node, _demand(draft, record), limit)
 
 
 def _limits(current: Limits, wanted: CpuWeight) -> Limits:

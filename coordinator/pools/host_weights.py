@@ -129,18 +129,37 @@ def host_weights(
     for container in listed:
         demand[container.pool] += container.demand
         count[container.pool] += 1
-    weights = {}
-    for container in listed:
-        pool = pools.get(container.pool, PoolCpu(0.0))
-        if demand[container.pool] > 0:
-            part = container.demand / demand[container.pool]
-        else:
-            part = 1 / count[container.pool]
-        weights[container.id] = CpuWeight(
-            shares=shares_for(pool.cores * part),
-            quota=_quota(None if pool.ceiling is None else pool.ceiling * part, container.limit),
+    return {
+        container.id: member_weight(
+            pools.get(container.pool, PoolCpu(0.0)),
+            PoolDemand(demand[container.pool], count[container.pool]),
+            container.demand,
+            container.limit,
         )
-    return weights
+        for container in listed
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class PoolDemand:
+    """What a pool's unbound containers ask for together: ``cores`` summed, and how many
+    they are."""
+
+    cores: float
+    count: int
+
+
+def member_weight(
+    pool: PoolCpu, together: PoolDemand, demand: float, limit: float | None
+) -> CpuWeight:
+    """The weight and quota of one of the pool's unbound containers, by its ``demand`` and
+    its own ``limit`` in cores (``host_weights``' postconditions): it depends on nothing
+    else of the container, so containers alike in both get the same."""
+    part = demand / together.cores if together.cores > 0 else 1 / together.count
+    return CpuWeight(
+        shares=shares_for(pool.cores * part),
+        quota=_quota(None if pool.ceiling is None else pool.ceiling * part, limit),
+    )
 
 
 def shares_for(cores: float) -> int:
