@@ -168,6 +168,8 @@ async def test_desired_states_reach_the_runtime() -> None:
         "problems": [],
         "listed_after": 0,
         "pressure": None,  # an idle runtime has read none yet
+        "partial": False,  # a session's first status is whole
+        "gone": [],
     }
     assert runtime.desired_revision == 7
     assert coordinator.hellos[0]["acknowledges"] is True
