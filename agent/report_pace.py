@@ -20,10 +20,10 @@ clock is passed in.
 To a coordinator that takes them (its welcome's ``partial_statuses``), a report sent
 between two full ones is partial: only the containers that changed beyond their
 measurements since the report last sent, or are new, and the ids of those that went
-(``partial_report``). Why: every status used to list the whole node, so a deployment
-touching a container on each of 1,000 nodes made the coordinator read every container
-of those nodes; now it reads what changed. The agent's own cost stays O(its containers)
-per report, as before.
+(``shared.status_delta.partial_report``). Why: every status used to list the whole
+node, so a deployment touching a container on each of 1,000 nodes made the coordinator
+read every container of those nodes; now it reads what changed. The agent's own cost
+stays O(its containers) per report, as before.
 
     frame = pace.frame(report, now=time.monotonic())    # whole or partial
     send(frame); pace.sent(report, now=time.monotonic(), partial=frame.partial)
@@ -33,16 +33,12 @@ from __future__ import annotations
 
 import msgspec
 
-from shared.protocol import ContainerStatus, CpuPressure, Status
+from shared.protocol import CpuPressure, Status
+from shared.status_delta import bare, partial_report
 
 # Percentage points the node's CPU pressure (avg10) must move, since the report last sent,
 # to be sent at once. An idle host's PSI wanders by a point or two between samples.
 PRESSURE_STEP = 5.0
-
-
-def bare(container: ContainerStatus) -> ContainerStatus:
-    """``container`` without its usage and pressure figures, which move at every sample."""
-    return msgspec.structs.replace(container, cpu_usage=None, memory_usage=None, cpu_pressure=None)
 
 
 def without_measurements(status: Status) -> Status:
@@ -50,18 +46,6 @@ def without_measurements(status: Status) -> Status:
     O(its containers)."""
     containers = [bare(c) for c in status.containers]
     return msgspec.structs.replace(status, containers=containers, pressure=None)
-
-
-def partial_report(last: Status, now: Status) -> Status:
-    """``now`` as a partial status against ``last``, the report last sent (with or
-    without its measurements): the containers of ``now`` that ``last`` does not list or
-    listed otherwise beyond their measurements, and ``gone`` the ids ``last`` listed and
-    ``now`` does not. Every other field is ``now``'s. O(both reports' containers)."""
-    before = {c.id: bare(c) for c in last.containers}
-    listed = {c.id for c in now.containers}
-    news = [c for c in now.containers if before.get(c.id) != bare(c)]
-    gone = [container_id for container_id in before if container_id not in listed]
-    return msgspec.structs.replace(now, containers=news, partial=True, gone=gone)
 
 
 def pressure_moved(before: CpuPressure | None, now: CpuPressure | None) -> bool:

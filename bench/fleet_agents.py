@@ -14,7 +14,7 @@ revision than the one it holds: a heartbeat asking for the whole state instead).
 real agent does, the first status of a session lists every container, and when the
 welcome says the coordinator takes partial statuses each later one lists only the
 containers that are new or changed since the status sent before, with the ids of those
-removed in ``gone`` (``agent.report_pace.partial_report``). A lost session is retried
+removed in ``gone`` (``shared.status_delta.partial_report``). A lost session is retried
 after a capped, fully jittered backoff.
 
 Inventories are heterogeneous and fixed by the seed and the node's index: 8 to 128
@@ -43,7 +43,6 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from agent.report_pace import partial_report
 from shared.backoff import Backoff
 from shared.cpuset import CpuSet
 from shared.inventory import Cpu, Inventory, NumaNode
@@ -62,6 +61,7 @@ from shared.protocol import (
     decode_from_coordinator,
     encode,
 )
+from shared.status_delta import partial_report
 
 GiB = 1024**3
 CORE_COUNTS = (8, 16, 24, 32, 48, 64, 96, 128)

@@ -9,8 +9,9 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.report_pace import ReportPace, bare, partial_report
+from agent.report_pace import ReportPace
 from shared.protocol import ContainerStatus, CpuPressure, Status
+from shared.status_delta import bare, partial_report
 
 IDS = [f"c{n}" for n in range(8)]
 STATES = ["running", "exited", "created", "missing"]

@@ -13,12 +13,12 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.report_pace import partial_report
 from coordinator.agent_reports import ATTEMPTS, DRIFT, Reported, ReportedOnce
 from coordinator.services.events import Note
 from shared.api.events import Event
 from shared.bounds import clipped
 from shared.protocol import Attempt, ContainerStatus, Status
+from shared.status_delta import partial_report
 
 NODES = ("n1", "n2", "n3")
 CONTAINERS = ("c1", "c2", "c3", "c4")
