@@ -10,8 +10,10 @@ the node's whole desired state. Every ``desired`` frame after it goes to the run
 delta whose ``since`` is not the revision the runtime holds is not applied, and a
 heartbeat asks for the whole state instead (``wants_full``). A desired frame may also
 stretch the heartbeat interval and the lease as the fleet grows. Every change of the
-runtime's report beyond its usage figures goes back as a ``status`` frame, and the whole
-report at least every ``full_report_seconds`` (``report_pace``); each time the runtime
+runtime's report beyond its usage figures goes back as a ``status`` frame (only what
+changed, when the welcome says the coordinator takes partial statuses; the session's
+first is whole), and the whole report at least every ``full_report_seconds``
+(``report_pace``); each time the runtime
 acknowledges a newer desired revision (``start_fence``) a heartbeat says so at once.
 The session lasts until the socket closes or nothing at all (not even a pong to the
 agent's websocket pings) has arrived for a lease length.
@@ -222,9 +224,7 @@ async def _session(
         pace = _Pace(welcome.heartbeat_seconds, welcome.lease_seconds)
         helpers = [
             asyncio.create_task(_heartbeats(ws, runtime, pace)),
-            asyncio.create_task(
-                _reports(ws, runtime, ReportPace(full_every=config.full_report_seconds))
-            ),
+            asyncio.create_task(_reports(ws, runtime, _report_pace(config, welcome))),
             asyncio.create_task(_acknowledgements(ws, runtime)),
         ]
         metrics.set_connected(True)
@@ -344,9 +344,16 @@ def _heartbeat(runtime: Runtime, *, wants_full: bool = False) -> Heartbeat:
     )
 
 
+def _report_pace(config: AgentConfig, welcome: Welcome) -> ReportPace:
+    """A fresh pace for this session (so its first report is whole), partial reports
+    between full ones when the coordinator said it takes them."""
+    return ReportPace(full_every=config.full_report_seconds, partial=welcome.partial_statuses)
+
+
 async def _reports(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime, pace: ReportPace) -> None:
-    """The runtime's report now, then each time it changes beyond its measurements, and
-    the whole of it whenever the full report is due (``report_pace``)."""
+    """The runtime's report now, then each time it changes beyond its measurements (only
+    what changed, to a coordinator that takes partial reports), and the whole of it
+    whenever the full report is due (``report_pace``)."""
     seen = -1
     with contextlib.suppress(ConnectionError):
         while not ws.closed:
@@ -354,9 +361,11 @@ async def _reports(ws: aiohttp.ClientWebSocketResponse, runtime: Runtime, pace: 
                 async with asyncio.timeout(pace.wait(now=time.monotonic()) if seen >= 0 else None):
                     seen, _ = await runtime.next_report(seen)
             report = runtime.report()
-            if pace.due(report, now=time.monotonic()):
-                await ws.send_bytes(encode(report))
-                pace.sent(report, now=time.monotonic())
+            now = time.monotonic()
+            if pace.due(report, now=now):
+                frame = pace.frame(report, now=now)
+                await ws.send_bytes(encode(frame))
+                pace.sent(report, now=time.monotonic(), partial=frame.partial)
 
 
 def _describe(error: BaseException) -> str:

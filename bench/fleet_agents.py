@@ -9,8 +9,12 @@ agent socket with the join token, says hello with its inventory (and, on a recon
 the containers it holds), takes the welcome's desired state, heartbeats (a heartbeat
 frame and a websocket ping) every interval the welcome names, or a later desired frame
 stretches it to, and answers every ``desired`` frame with a ``status`` frame saying each
-desired container is running at that revision (a delta on another revision than the one
-it holds: a heartbeat asking for the whole state instead). A lost session is retried
+desired container is running at the revision that brought it (a delta on another
+revision than the one it holds: a heartbeat asking for the whole state instead). As the
+real agent does, the first status of a session lists every container, and when the
+welcome says the coordinator takes partial statuses each later one lists only the
+containers that are new or changed since the status sent before, with the ids of those
+removed in ``gone`` (``shared.status_delta.partial_report``). A lost session is retried
 after a capped, fully jittered backoff.
 
 Inventories are heterogeneous and fixed by the seed and the node's index: 8 to 128
@@ -57,6 +61,7 @@ from shared.protocol import (
     decode_from_coordinator,
     encode,
 )
+from shared.status_delta import partial_report
 
 GiB = 1024**3
 CORE_COUNTS = (8, 16, 24, 32, 48, 64, 96, 128)
@@ -176,7 +181,12 @@ class SimulatedAgent:
         self.revision = 0
         self.interval = 0.0  # between heartbeats
         self.held: dict[str, DesiredContainer] = {}
+        self.taken_at: dict[str, int] = {}  # the revision that last brought each held one
         self.seen: set[str] = set()
+        # The status last sent in this session (None: none yet, the next one is full),
+        # and whether the coordinator takes partial ones.
+        self.last_sent: Status | None = None
+        self.partial = False
 
     async def run(
         self,
@@ -222,6 +232,7 @@ class SimulatedAgent:
         self.tally.add(WELCOMES)
         self.tally.add(CONNECTED)  # last: a count of CONNECTED sees what is HELD
         self.interval = welcome.heartbeat_seconds
+        self.last_sent, self.partial = None, welcome.partial_statuses
         beating = asyncio.create_task(self._heartbeats(ws))
         try:
             async with ws:
@@ -293,18 +304,21 @@ class SimulatedAgent:
         removed: Sequence[str],
     ) -> None:
         held = {} if full else dict(self.held)
+        taken_at = {} if full else dict(self.taken_at)
         for gone in removed:
             held.pop(gone, None)
+            taken_at.pop(gone, None)
         fresh = 0
         for container in containers:
             held[container.id] = container
+            taken_at[container.id] = revision
             if container.id not in self.seen:
                 self.seen.add(container.id)
                 fresh += 1
         if fresh:
             self.tally.acknowledged(fresh)
         self.tally.add(HELD, len(held) - len(self.held))
-        self.held = held
+        self.held, self.taken_at = held, taken_at
         self.revision = revision
 
     def _statuses(self) -> list[ContainerStatus]:
@@ -316,7 +330,7 @@ class SimulatedAgent:
                 deployment=c.deployment,
                 capacity=c.capacity,
                 limits=c.limits,
-                revision=self.revision,
+                revision=self.taken_at[c.id],
             )
             for c in self.held.values()
         ]
@@ -324,8 +338,17 @@ class SimulatedAgent:
     async def _report(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         status = Status(applied_revision=self.revision, containers=self._statuses())
         with contextlib.suppress(ConnectionError):
-            await ws.send_bytes(encode(status))
+            await ws.send_bytes(encode(self._frame(status)))
+            self.last_sent = status
             self.tally.add(STATUS_FRAMES)
+
+    def _frame(self, status: Status) -> Status:
+        """What goes of ``status``: the whole of it first in a session, or to a
+        coordinator that takes no partial statuses; else only what changed since the
+        status sent before."""
+        if not self.partial or self.last_sent is None:
+            return status
+        return partial_report(self.last_sent, status)
 
     async def _heartbeats(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         with contextlib.suppress(ConnectionError):

@@ -11,9 +11,13 @@ desired state and its heartbeat pace; afterwards ``heartbeat`` renews the node's
 and says which desired revision the agent acknowledged (``host_acks``: a removal's
 answer waits for it) and ``status`` updates its health and what its containers are
 doing; the drift, restarts and failed tries a status reports are events, each once
-(``agent_reports``). After every change of a node's containers the node's agent is sent
-what changed since the revision it was last sent (``desired``, a delta:
-``desired_feed``), or the whole state when its heartbeat asks for it (``wants_full``).
+(``agent_reports``). The welcome says the coordinator takes partial statuses: after a
+session's first status, which lists every container, an agent may send only what
+changed, and the session keeps what its agent holds (``status_listing``), so a report
+costs what it names, not what the node holds. After every change of a node's containers
+the node's agent is sent what changed since the revision it was last sent (``desired``,
+a delta: ``desired_feed``), or the whole state when its heartbeat asks for it
+(``wants_full``).
 The heartbeat interval stretches as the fleet grows, so the fleet stays under
 ``max_heartbeats_per_second`` (``heartbeat_pace``): each welcome carries the pace of the
 moment, and when the fleet outgrows it every connected agent is sent the longer one (in
@@ -40,7 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -57,6 +61,7 @@ from coordinator.metrics import Metrics
 from coordinator.services.events import Note
 from coordinator.services.nodes import node_name_problem
 from coordinator.services.registry import NodeRegistry
+from coordinator.status_listing import Listing
 from shared.api.nodes import NodeHealth
 from shared.logs import get_logger
 from shared.protocol import (
@@ -86,6 +91,8 @@ PUBLISH_SLICE = 100  # nodes sent their desired state between two turns of the l
 class _Session:
     ws: web.WebSocketResponse
     feed: DesiredFeed  # what its agent holds of the node's desired state, and its pace
+    # The containers its agent holds, by its statuses in this session (full and partial).
+    listing: Listing = field(default_factory=Listing)
 
 
 class AgentHub:
@@ -254,6 +261,7 @@ class AgentHub:
             heartbeat_seconds=pace.heartbeat_seconds,
             revision=revision,
             containers=containers,
+            partial_statuses=True,
         )
         await ws.send_bytes(encode(welcome))
         if grew:
@@ -371,23 +379,44 @@ class AgentHub:
                 self._sessions[name].feed.want_full()
                 self.mark_desired({name})
         elif isinstance(frame, Status):
-            self._registry.heartbeat(name)
-            await self._deployments.report_problems(name, frame.problems)
-            self._deployments.observe(name, frame)
-            await self._deployments.report_pressure(name, frame.pressure)
-            # Drift put back, restarts and failed tries: each an event, once.
-            record_of = self._deployments.container
-            notes = [
-                note
-                for reports in self._reports
-                for note in reports.new_notes(name, frame.containers, record_of)
-            ]
-            if notes:
-                await self._deployments.record(notes)
+            await self._take_status(name, frame)
         elif isinstance(frame, Error):
             log.warning("agent reported an error", node=name, code=frame.code, reason=frame.message)
         else:
             log.warning("agent said hello twice; ignored", node=name)
+
+    async def _take_status(self, name: str, frame: Status) -> None:
+        """A status frame, whole or partial: its work follows the containers it names,
+        whatever the node holds (``status_listing`` keeps what the agent holds)."""
+        session = self._sessions[name]  # this frame's: current until the first await
+        self._registry.heartbeat(name)
+        await self._deployments.report_problems(name, frame.problems)
+        listed = session.listing.take(frame)
+        if listed is None:
+            await self._partial_before_full(name, session)
+        self._deployments.observe(name, frame, listed)
+        await self._deployments.report_pressure(name, frame.pressure)
+        # Drift put back, restarts and failed tries: each an event, once.
+        record_of = self._deployments.container
+        gone = frame.gone if frame.partial else None
+        notes = [
+            note
+            for reports in self._reports
+            for note in reports.new_notes(name, frame.containers, record_of, gone)
+        ]
+        if notes:
+            await self._deployments.record(notes)
+
+    async def _partial_before_full(self, name: str, session: _Session) -> None:
+        """A partial status with no full one before it in the session: the agent breaks
+        the protocol (its session's first status is full). Its containers are observed,
+        but nothing is let go on it, not even what it names gone, since what the agent
+        holds is not known until a full status comes (at the latest its periodic full
+        report); the agent is told why."""
+        code, message = "partial_before_full", "a partial status before any full one"
+        self._metrics.protocol_errors.labels(code=code).inc()
+        log.warning("agent status taken without releases", node=name, code=code, reason=message)
+        await _send_error(session.ws, code, message)
 
     async def _refuse_sender(
         self, ws: web.WebSocketResponse, refusal: AgentRefusal, address: str

@@ -3,7 +3,8 @@ put back (``drift``), and its tries to get a container running, restarts (``rest
 and tries the engine refused (``failed``).
 
     reports = ReportedOnce(events.events(), DRIFT)     # what the event log already holds
-    notes = reports.new_notes(node, status.containers, records.get)
+    notes = reports.new_notes(node, status.containers, records.get)   # a full status
+    notes = reports.new_notes(node, partial.containers, records.get, partial.gone)
 
 An agent reports each container's last note of a kind with its own time of it, which is
 the event's time: the same note may come again (the same change put back twice, a
@@ -13,7 +14,7 @@ again (on reconnecting, or to a restarted coordinator) is none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from coordinator.services.events import Note
@@ -69,10 +70,13 @@ class ReportedOnce:
         node: str,
         statuses: Iterable[ContainerStatus],
         record_of: Callable[[str], ContainerRecord | None],
+        gone: Collection[str] | None = None,
     ) -> list[Note]:
         """The notes of ``statuses`` (one status frame of ``node``) not reported before.
-        What the frame reports replaces what the node reported before: a container it no
-        longer reports is forgotten. O(the frame's containers)."""
+        A full frame (``gone`` None) replaces what the node reported before: a container
+        it no longer lists is forgotten. A partial frame lists only what changed, so only
+        the containers it names ``gone`` are forgotten. O(the frame's containers and
+        gone ids)."""
         before = self._seen.get(node, {})
         after: dict[str, Reported | None] = {}
         notes = []
@@ -94,9 +98,24 @@ class ReportedOnce:
                     )
                 )
             after[status.id] = reported
-        kept = {container: seen for container, seen in after.items() if seen is not None}
+        self._keep(node, after, gone)
+        return notes
+
+    def _keep(
+        self, node: str, after: dict[str, Reported | None], gone: Collection[str] | None
+    ) -> None:
+        """Hold ``after`` (the frame's containers' last notes, None for none) as what the
+        node reported: in place of all it reported before for a full frame (``gone``
+        None), over it with the ``gone`` ids dropped for a partial one."""
+        kept = {} if gone is None else self._seen.pop(node, {})
+        for container in gone or ():
+            kept.pop(container, None)
+        for container, seen in after.items():
+            if seen is None:
+                kept.pop(container, None)
+            else:
+                kept[container] = seen
         if kept:
             self._seen[node] = kept
         else:
             self._seen.pop(node, None)
-        return notes

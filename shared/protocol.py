@@ -165,6 +165,7 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
 
 
 ContainerStatuses = Annotated[list[ContainerStatus], Meta(max_length=MAX_CONTAINERS)]
+ContainerIds = Annotated[list[Name], Meta(max_length=MAX_CONTAINERS)]
 
 
 class HelloHead(msgspec.Struct, frozen=True, kw_only=True, tag="hello", tag_field="type"):
@@ -215,6 +216,21 @@ class CpuPressure(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Status(msgspec.Struct, frozen=True, kw_only=True, tag="status", tag_field="type"):
+    """What the node's agent holds and how it is doing.
+
+    A full status (``partial`` False, the default, all an older agent sends) lists every
+    container the agent holds in ``containers``: one it leaves out is not there. A partial
+    status (only to a coordinator whose welcome said ``partial_statuses``) is what changed
+    since the last status the agent sent in this session: ``containers`` holds the
+    containers new since then or whose status changed in more than their measurements
+    (``cpu_usage``, ``memory_usage``, ``cpu_pressure``), and ``gone`` names those that
+    status listed and Docker no longer holds. A container in neither is as that status
+    (and, for its measurements, the last full one) said. So the coordinator's work for a
+    report follows the change, not the node's size. The first status of a session is
+    full, and so is one at least every ``full_report_seconds`` of the agent. The other
+    fields mean the same in both: they are always whole.
+    """
+
     applied_revision: Revision
     containers: ContainerStatuses = []
     problems: Messages = []  # non-empty: the node is degraded, for these reasons
@@ -224,6 +240,8 @@ class Status(msgspec.Struct, frozen=True, kw_only=True, tag="status", tag_field=
     listed_after: Revision = 0
     # None from an agent that cannot read it, or is older than the field.
     pressure: CpuPressure | None = None
+    partial: bool = False  # True: only what changed since the last status sent (above)
+    gone: ContainerIds = []  # with partial: the ids listed before that Docker no longer holds
 
 
 # A heartbeat interval or a lease length, in seconds: above 0, at most a day.
@@ -236,6 +254,9 @@ class Welcome(msgspec.Struct, frozen=True, kw_only=True, tag="welcome", tag_fiel
     heartbeat_seconds: float  # stretched with the fleet (coordinator.heartbeat_pace)
     revision: int = 0
     containers: list[DesiredContainer] = []  # the full desired state
+    # True: this coordinator takes partial statuses (``Status.partial``). An older one
+    # does not say so, and its agents send it full ones only.
+    partial_statuses: bool = False
 
 
 class Desired(msgspec.Struct, frozen=True, kw_only=True, tag="desired", tag_field="type"):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Self
 
 from coordinator.config import PressureSettings
@@ -589,16 +589,16 @@ class DeploymentService:
             if cid in books.containers
         }
 
-    def observe(self, node: str, status: Status) -> None:
-        """What the node's agent reports it holds; a swap it reports ended is committed,
-        and so is the release of the stopping containers it reports gone."""
+    def observe(self, node: str, status: Status, listed: Collection[str] | None) -> None:
+        """What the node's agent reports of the containers ``status`` lists (all of them
+        in a full status, what changed in a partial one); a swap it reports ended is
+        committed, and so is the release of the stopping containers it no longer holds.
+        ``listed``: the ids the agent holds with this status taken in (its session's
+        ``status_listing``); None when that is not known, and then nothing is let go.
+        O(the status's containers and the node's stopping ones)."""
         self._books.observe(node, status.containers)
-        seen = {one.id for one in status.containers}
-        gone = stopping.reported_gone(self._books, node, stopping.witnessed(status), seen)
-        gone = [cid for cid in gone if cid not in self._letting_go]
-        if gone:
-            self._letting_go.update(gone)
-            self._start(self._let_go(node, gone))
+        if listed is not None:
+            self._let_go_unlisted(node, stopping.witnessed(status), listed)
         for reported in status.containers:
             record = self._books.containers.get(reported.id)
             ended = reported.replacing in ("done", "failed")
@@ -607,6 +607,15 @@ class DeploymentService:
             if record.id not in self._ending:
                 self._ending.add(record.id)
                 self._start(self._end_swap(record.id, reported.replacing, reported.error))
+
+    def _let_go_unlisted(self, node: str, witnessed: int, listed: Collection[str]) -> None:
+        """Release the node's stopping containers that its agent, listing ``listed`` as
+        of ``witnessed`` (``stopping.witnessed``), no longer holds."""
+        gone = stopping.reported_gone(self._books, node, witnessed, listed)
+        gone = [cid for cid in gone if cid not in self._letting_go]
+        if gone:
+            self._letting_go.update(gone)
+            self._start(self._let_go(node, gone))
 
     def _start(self, commit: Coroutine[Any, Any, None]) -> None:
         """Run ``commit`` (a decision an agent's report asked for) on its own, kept

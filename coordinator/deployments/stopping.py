@@ -2,7 +2,7 @@
 on its node until its agent reports it gone (DESIGN: "The books hold what a host still
 runs"). A decider (``sequencer``) and the pure rule it follows.
 
-    seen = {s.id for s in status.containers}
+    seen = listing.take(status)          # the ids the agent holds (status_listing)
     ids = reported_gone(books, "n1", witnessed(status), seen)
     placed = await sequencer.decide(lambda d: let_go(d, "n1", ids))
 
@@ -15,7 +15,10 @@ agent that does not say, its ``applied_revision`` (the desired revision its last
 without an error carried out). The first is per container: a container that keeps
 failing to start holds its own pass back, not the release of the others. An older
 report -- sent before the agent saw the stop, or arriving late and out of order -- may
-leave out a container the agent is about to start, so it frees nothing. A lost node's
+leave out a container the agent is about to start, so it frees nothing. A partial
+status (only what changed) counts the same way, with the ids its agent holds taken from
+its session's listing: the last full status's, moved by each partial one since; before
+any full status in a session nothing is known, and it frees nothing. A lost node's
 stopping containers are let go past its grace (``lifecycle.release_lost``).
 """
 

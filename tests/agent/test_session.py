@@ -168,6 +168,8 @@ async def test_desired_states_reach_the_runtime() -> None:
         "problems": [],
         "listed_after": 0,
         "pressure": None,  # an idle runtime has read none yet
+        "partial": False,  # a session's first status is whole
+        "gone": [],
     }
     assert runtime.desired_revision == 7
     assert coordinator.hellos[0]["acknowledges"] is True
@@ -358,3 +360,34 @@ async def test_a_longer_pace_slows_the_heartbeats_and_lengthens_the_silence_allo
 
 def beats(coordinator: ScriptedCoordinator) -> int:
     return sum(1 for f in coordinator.received if f["type"] == "heartbeat")
+
+
+@pytest.mark.parametrize("partial", [True, False], ids=["partial-taken", "older-coordinator"])
+async def test_after_a_whole_first_status_only_what_changed_goes_if_the_welcome_says_so(
+    partial: bool,
+) -> None:
+    container = {"id": "c1", "image": "busybox", "limits": {"cpuset_cpus": "1"}}
+    desired = {"type": "desired", "revision": 2, "full": False, "containers": [container]}
+    runtime = idle_runtime(make_inventory())
+
+    async def serve(ws: web.WebSocketResponse, hello: dict[str, Any]) -> None:
+        said = msgpack.unpackb(welcome()) | ({"partial_statuses": True} if partial else {})
+        await ws.send_bytes(bytes(msgpack.packb(said)))
+        while (await coordinator.next_frame(ws))["type"] != "status":
+            pass
+        await ws.send_bytes(bytes(msgpack.packb(desired)))
+        while True:
+            await coordinator.next_frame(ws)
+
+    def statuses() -> list[dict[str, Any]]:
+        return [f for f in coordinator.received if f["type"] == "status"]
+
+    coordinator = ScriptedCoordinator(serve)
+    async with running(coordinator, runtime):
+        await eventually(lambda: runtime.desired_revision == 2)
+        await runtime._publish()  # the report now holds c1, not made yet
+        await eventually(lambda: len(statuses()) == 2)
+    first, second = statuses()
+    assert (first["partial"], first["containers"], first["gone"]) == (False, [], [])
+    assert second["partial"] is partial
+    assert [(c["id"], c["state"]) for c in second["containers"]] == [("c1", "missing")]

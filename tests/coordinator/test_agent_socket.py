@@ -54,6 +54,7 @@ async def test_hello_is_welcomed_and_the_node_is_stored(coordinator: Coordinator
         "heartbeat_seconds": HEARTBEAT_SECONDS,
         "revision": 0,
         "containers": [],
+        "partial_statuses": True,
     }
     record = await coordinator.get_json("/v1/nodes/node-a")
     assert record["state"] == "ready"

@@ -18,6 +18,7 @@ from coordinator.services.events import Note
 from shared.api.events import Event
 from shared.bounds import clipped
 from shared.protocol import Attempt, ContainerStatus, Status
+from shared.status_delta import partial_report
 
 NODES = ("n1", "n2", "n3")
 CONTAINERS = ("c1", "c2", "c3", "c4")
@@ -153,3 +154,44 @@ def test_each_restart_and_failed_try_is_one_event_of_its_kind() -> None:
     assert notes == [
         Note("restarted", again, "team-a", "web", "c1", "n1", at=at) for at in (9.0, 11.0)
     ]
+
+
+listings = st.lists(
+    st.builds(
+        lambda cid, drift, at: ContainerStatus(id=cid, state="running", drift=drift, drift_at=at),
+        st.sampled_from(CONTAINERS),
+        DRIFTS,
+        AT,
+    ),
+    unique_by=lambda container: container.id,
+    max_size=len(CONTAINERS),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(logged, st.lists(st.tuples(st.sampled_from(NODES), listings), max_size=12))
+def test_partial_frames_give_the_notes_of_the_full_ones_they_stand_for(
+    drift: list[Event], frames: list[tuple[str, list[ContainerStatus]]]
+) -> None:
+    """Each node's first frame whole, every later one as ``partial_report`` makes it
+    against the node's frame before: the same events, the same memory."""
+    whole, partly = ReportedOnce(drift, DRIFT), ReportedOnce(drift, DRIFT)
+    last: dict[str, Status] = {}
+    for node, listing in frames:
+        now = Status(applied_revision=1, containers=listing)
+        sent = partial_report(last[node], now) if node in last else now
+        gone = sent.gone if sent.partial else None
+        expected = whole.new_notes(node, now.containers, record_of)
+        assert partly.new_notes(node, sent.containers, record_of, gone) == expected
+        assert partly._seen == whole._seen
+        last[node] = now
+
+
+def test_a_partial_frame_forgets_only_what_it_names_gone() -> None:
+    reports = ReportedOnce([], DRIFT)
+    drifted = ContainerStatus(id="c1", state="running", drift=["cpu_shares 2 -> 717"])
+    reports.new_notes("n1", [drifted, ContainerStatus(id="c2", state="running")], record_of)
+    reports.new_notes("n1", [], record_of, gone=["c2"])  # c1 unchanged: remembered
+    assert reports.new_notes("n1", [drifted], record_of) == []
+    reports.new_notes("n1", [], record_of, gone=["c1"])
+    assert [n.container for n in reports.new_notes("n1", [drifted], record_of)] == ["c1"]

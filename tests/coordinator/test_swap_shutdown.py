@@ -15,6 +15,7 @@ import pytest
 
 from coordinator.deployments.records import CONTAINER_PREFIX
 from coordinator.keys import DEPLOYMENTS, STORE
+from coordinator.status_listing import Listing
 from coordinator.store import Txn, TxnResult
 from shared.protocol import ContainerStatus, Status
 from tests.coordinator.conftest import (
@@ -67,7 +68,8 @@ async def test_shutdown_awaits_the_commit_of_a_swaps_end(
         return await commit(txn)
 
     monkeypatch.setattr(store, "commit", slowly)
-    service.observe("node-a", done(new))  # as the hub does with a status frame
+    report = done(new)
+    service.observe("node-a", report, Listing().take(report))  # as the hub does
     await runner.cleanup()
 
     runner, url = await start(config)

@@ -373,6 +373,7 @@ def test_our_frame_read_by_plain_msgpack() -> None:
                 "heartbeat_seconds": 5.0,
                 "revision": 0,
                 "containers": [],
+                "partial_statuses": False,
             },
         ),
         (Error(code="x", message="y"), {"type": "error", "code": "x", "message": "y"}),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from coordinator.deployments.service import DeploymentService
+from coordinator.status_listing import Listing
 from shared.protocol import ContainerStatus, Status
 
 
@@ -20,5 +21,6 @@ def caught_up(service: DeploymentService, node: str) -> Status:
 async def agents_catch_up(service: DeploymentService, nodes: Iterable[str]) -> None:
     """Each of ``nodes``' agents reports it caught up; the releases are committed."""
     for node in nodes:
-        service.observe(node, caught_up(service, node))
+        report = caught_up(service, node)
+        service.observe(node, report, Listing().take(report))
     await service.settled()

@@ -35,6 +35,7 @@ from coordinator.services.pool_service import PoolService
 from coordinator.services.quota_service import QuotaService
 from coordinator.services.registry import NodeRegistry
 from coordinator.services.warm_nodes import WarmNodes
+from coordinator.status_listing import Listing
 from coordinator.store import Store
 from coordinator.store.replica import Replica
 from coordinator.store.sqlite import SqliteStore
@@ -171,7 +172,8 @@ async def run(op: Op, service: DeploymentService, clock: list[float]) -> None:
         case "end_swap" if picked.replaces:
             outcome: Literal["done", "failed"] = "done" if op.flag else "failed"
             status = ContainerStatus(id=picked.id, state="running", replacing=outcome)
-            service.observe(picked.node, Status(applied_revision=1, containers=[status]))
+            report = Status(applied_revision=1, containers=[status])
+            service.observe(picked.node, report, Listing().take(report))
             await service.settled()
 
 

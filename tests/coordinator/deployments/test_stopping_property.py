@@ -36,6 +36,7 @@ from coordinator.errors import ApiError
 from coordinator.placement import Allocation
 from coordinator.quotas import Quota
 from coordinator.services.registry import NodeRegistry
+from coordinator.status_listing import Listing
 from coordinator.store.sqlite import SqliteStore
 from shared.api.deployments import DeploymentSpec, ResourcesSpec
 from shared.protocol import ContainerStatus, Status
@@ -216,7 +217,7 @@ class StoppingMachine(RuleBasedStateMachine):
         node, status = self.reports.pop(pick % len(self.reports))
 
         async def arrives() -> None:
-            self.service.observe(node, status)
+            self.service.observe(node, status, Listing().take(status))
             await self.service.settled()
 
         self.decide(arrives())
