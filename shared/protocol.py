@@ -142,7 +142,9 @@ class ContainerStatus(msgspec.Struct, frozen=True, kw_only=True):
     deployment: Name = ""
     capacity: Name = ""
     limits: Limits = Limits()  # as read back from the engine
-    revision: Revision = 0  # the desired revision last applied to this container
+    # The desired revision that last changed this container, once applied: a revision
+    # that left it as it was does not move it.
+    revision: Revision = 0
     started_at: Name = ""  # Docker's State.StartedAt
     exit_code: ExitCode | None = None
     error: Message = ""

@@ -166,7 +166,10 @@ class Runtime:
         self._desired: dict[str, DesiredContainer] | None = None
         self._revision = 0
         self._applied_revision = 0
+        # Per container: the desired revision that last changed it, as applied, and the
+        # desired container as of that revision (``_settle``).
         self._container_revision: dict[str, int] = {}
+        self._settled_as: dict[str, DesiredContainer] = {}
         self._applied = AppliedSettings(options.applied_path)
         self._drift: dict[str, _Correction] = {}  # per container: the last one
         self._problems: dict[str, str] = {}  # per container: refusal or failure, logged once
@@ -719,18 +722,26 @@ class Runtime:
             log.info("container removed", id=container_id, reason=action.reason)
 
     def _settle(self, desired: dict[str, DesiredContainer], revision: int, outcome: _Pass) -> None:
-        """Record what now matches: settings as applied, revisions as reached."""
+        """Record what now matches: settings as applied, revisions as reached. A
+        container's revision moves only with a revision that changed what it should be:
+        a deployment elsewhere on the node leaves its status as it was, so a partial
+        status (``report_pace``) need not list it."""
         targets = self._targets(desired, self._observed)
         for one in self._observed:
             container_id = one.observed.id
             target = targets.get(container_id)
             if target is not None and self.host.settings(one.observed.limits) == target:
                 self._applied.set(container_id, target)
-                if container_id not in outcome.errors:
+                wanted = desired.get(container_id)
+                changed = wanted is None or self._settled_as.get(container_id) != wanted
+                if container_id not in outcome.errors and changed:
                     self._container_revision[container_id] = revision
+                    if wanted is not None:
+                        self._settled_as[container_id] = wanted
         self._applied.keep_only(desired.keys())
         per_container: tuple[dict[str, Any], ...] = (
             self._container_revision,
+            self._settled_as,
             self._drift,
             self._problems,
             self._loops,

@@ -95,6 +95,10 @@ async def test_new_limits_are_applied_in_place_without_a_restart(
             docker_client, node, runtime, three_enforced(everything) | {"bound-a": moved}
         )
         assert started_at(docker_client, node) == before
+        # only the container revision 2 changed reports it: the others' statuses stay as
+        # they were, so a partial status need not list them
+        assert status_of(runtime, "bound-a").revision == 2
+        assert status_of(runtime, "bound-b").revision == 1
     updates = {entry["id"]: entry for entry in logged(runtime_log, "limits updated")}
     if HIGH != LOW:
         assert updates["bound-a"]["cpuset_cpus"] == f"{HIGH} -> {LOW}"
