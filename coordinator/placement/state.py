@@ -219,7 +219,7 @@ class NodeState:
     def kept_cores(self, avoid: Collection[int] = ()) -> tuple[int, ...]:
         """The shared cores no bound plan may take: the fewest that still cover what the
         unbound containers ask for (``shared_cpu.kept_cores``; ``avoid``: cores to keep
-        only if the others fall short). O(s log s) for s shared cores."""
+        only if the others fall short). O(s) when one core covers them, else O(s log s)."""
         return kept_cores(
             self.cores,
             self._shared,

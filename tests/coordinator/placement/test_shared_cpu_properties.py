@@ -27,6 +27,7 @@ from coordinator.placement import (
     release,
     set_node,
 )
+from coordinator.placement.shared_cpu import kept_cores, shared_limit
 from shared.quantity import format_cpu
 from tests.coordinator.placement.topologies import bound, memory_mode
 
@@ -141,3 +142,52 @@ def test_no_sequence_oversells_the_shared_pool_or_shares_a_bound_core(
         check_invariants(state)
     modes = {a.resources.cpu_bind for a in state.allocations.values()}
     event(f"ends with {len(state.allocations)} container(s), bound and unbound: {len(modes) == 2}")
+
+
+@st.composite
+def shared_cores(draw: st.DrawFn) -> tuple[dict[int, int], tuple[int, ...]]:
+    """A node's cores (id -> pieces free to the pool) and its shared ones, ascending."""
+    ids = draw(st.lists(st.integers(0, 31), min_size=1, max_size=12, unique=True))
+    cores = {core: draw(st.integers(1, P)) for core in ids}
+    return cores, tuple(sorted(draw(st.sets(st.sampled_from(sorted(ids)), min_size=1))))
+
+
+@given(
+    shared_cores(),
+    st.sampled_from([Fraction(1), Fraction(3, 2), Fraction(2)]),
+    st.integers(1, 2 * P),
+    st.integers(0, 2 * P),
+    st.sets(st.integers(0, 31), max_size=3),
+)
+def test_kept_cores_cover_the_unbound_with_one_core_where_one_does(
+    node: tuple[dict[int, int], tuple[int, ...]],
+    ratio: Fraction,
+    requested: int,
+    largest: int,
+    avoid: set[int],
+) -> None:
+    """The cores kept for the unbound containers cover what they ask for whenever the
+    shared cores can; where one core alone can, it is the one kept, the smallest of
+    those by (avoided, pieces, highest id): found without sorting every core first."""
+    cores, shared = node
+    kept = kept_cores(cores, shared, ratio, requested=requested, largest=largest, avoid=avoid)
+    if not largest:
+        assert kept == ()
+        return
+
+    def covers(chosen: tuple[int, ...] | list[int]) -> bool:
+        pieces = sum(cores[c] for c in chosen)
+        return pieces >= largest and shared_limit(pieces, ratio) >= requested
+
+    assert set(kept) <= set(shared)
+    assert list(kept) == sorted(kept)
+    alone = [c for c in shared if covers([c])]
+    if alone:
+        event("one core covers them")
+        assert kept == (min(alone, key=lambda c: (c in avoid, cores[c], -c)),)
+    elif covers(shared):
+        event("several cores cover them")
+        assert covers(kept)
+        assert len(kept) > 1
+    else:
+        assert kept == shared
