@@ -97,32 +97,35 @@ def kept_cores(
     """
     if not largest:
         return ()
-
-    def covered(pieces: int) -> bool:
-        return pieces >= largest and shared_limit(pieces, ratio) >= requested
-
-    def smallest(completing: list[int]) -> int:
-        return min(completing, key=lambda c: (c in avoid, cores[c], -c))
-
+    # covered(pieces) is pieces >= largest and shared_limit(pieces, ratio) >= requested
+    need = max(largest, -(-requested * ratio.denominator // ratio.numerator))
     # The walk's first step needs no order: one core alone covers them on most nodes,
-    # and sorting every shared core first was 10 % of the coordinator's CPU in the fleet
-    # benchmark (a view for each node a deployment touches).
-    alone = [c for c in shared if covered(cores[c])]
+    # and sorting every shared core first, each by a key of Python calls, was 10 % of
+    # the coordinator's CPU in the fleet benchmark (a view per node a deployment touches).
+    alone = [c for c in shared if cores[c] >= need]
     if alone:
-        return (smallest(alone),)
+        return (_smallest(alone, cores, avoid),)
     order = sorted(shared, key=lambda c: (c in avoid, -cores[c], -c))
     kept: list[int] = []
     pieces = 0
     for index, core in enumerate(order):
-        if covered(pieces):
+        if pieces >= need:
             break
-        completing = [c for c in order[index:] if covered(pieces + cores[c])]
+        completing = [c for c in order[index:] if pieces + cores[c] >= need]
         if completing:
-            kept.append(smallest(completing))
+            kept.append(_smallest(completing, cores, avoid))
             break
         kept.append(core)
         pieces += cores[core]
     return tuple(sorted(kept))
+
+
+def _smallest(candidates: list[int], cores: Mapping[int, int], avoid: Collection[int]) -> int:
+    """The first of ``candidates`` by (in ``avoid``, fewest pieces, highest id)."""
+    preferred = [c for c in candidates if c not in avoid] if avoid else candidates
+    preferred = preferred or candidates
+    least = min(cores[c] for c in preferred)
+    return max(c for c in preferred if cores[c] == least)
 
 
 def describe_pool(shared: Sequence[int], shared_cpu: int, ratio: Fraction, p: int) -> str:
