@@ -17,10 +17,7 @@ from shared.protocol import (
     decode_from_coordinator,
     encode,
 )
-
-
-def packb(value: object) -> bytes:
-    return bytes(msgpack.packb(value))
+from tests.shared.test_protocol import packb
 
 
 def test_a_plain_peer_sends_a_partial_status() -> None:

@@ -17,10 +17,7 @@ from shared.protocol import (
     decode_from_agent,
     encode,
 )
-
-
-def packb(value: object) -> bytes:
-    return bytes(msgpack.packb(value))
+from tests.shared.test_protocol import packb
 
 
 def test_a_plain_peer_reports_node_and_container_pressure() -> None:
