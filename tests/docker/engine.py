@@ -13,6 +13,7 @@ of the host's engine then failed to start). Starting one takes about a second.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -22,7 +23,7 @@ from types import TracebackType
 
 import docker
 import requests
-from docker.errors import DockerException
+from docker.errors import APIError, DockerException, NotFound
 
 from agent.runtime.docker_engine import API_VERSION
 
@@ -110,8 +111,48 @@ class PrivateEngine:
         try:
             if self.answers():
                 for found in self.client.api.containers(all=True):
-                    self.client.api.remove_container(found["Id"], force=True)
+                    self._remove(found["Id"])
             self.stop()
         finally:
             self.client.close()
+            self._detach_leftover_mounts()
             shutil.rmtree(self.root)
+
+    def _remove(self, container_id: str) -> None:
+        """Remove a container, trying again while its file system is still busy.
+
+        CI saw a removal fail with "device or resource busy" on the container's merged
+        overlay: a copy of the mount was held for a moment in another mount namespace (a
+        container of the host's engine starting beside this test). The engine marks the
+        container dead and a later removal succeeds once the copy is gone.
+        """
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                self.client.api.remove_container(container_id, force=True)
+                return
+            except NotFound:
+                return
+            except APIError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def _detach_leftover_mounts(self) -> None:
+        """Lazily unmount what the engine left mounted under its root (a network
+        namespace's file, an overlay), so that the directory can be removed."""
+        for mount_point in sorted(_mount_points_under(self.root), key=len, reverse=True):
+            subprocess.run(["umount", "--lazy", mount_point], check=False, capture_output=True)
+
+
+def _mount_points_under(root: Path) -> list[str]:
+    """The mount points below ``root`` in this process's mount namespace."""
+    prefix = f"{root}/"
+    with open("/proc/self/mountinfo", encoding="utf-8") as table:
+        # the fifth field is the mount point, with spaces and the like escaped as octal
+        points = [_unescape(line.split()[4]) for line in table]
+    return [point for point in points if point.startswith(prefix)]
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda octal: chr(int(octal.group(1), 8)), field)
