@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.pools_on_host import Crowding, Split
-from tests.docker.pool_cores import TOLERANCE, check_cases, off_fair
+from tests.docker.pool_cores import GRAIN, TOLERANCE, allowed_off, check_cases, off_fair
 
 
 def window(case: str, fair: dict[str, float], cores: dict[str, float], others: float) -> Split:
@@ -36,6 +36,20 @@ def test_a_small_pool_over_its_share_is_judged_against_the_trees_share() -> None
     assert off_fair(vm, "pb") == pytest.approx(0.02)
     assert off_fair(vm, "pa") == 0.0
     check_cases(cases(window("both", EVEN, {"pa": 0.99, "pb": 0.92}, others=0.08), vm))
+
+
+def test_a_small_share_is_judged_to_the_kernels_grain() -> None:
+    """The VM in a later run: pb 0.28 of its 0.25 (its burner beside one of pa's on a CPU
+    gets 10 / 33 of it, 0.30 core); 0.31 is more than the kernel's split explains."""
+    both = window("both", EVEN, {"pa": 1.01, "pb": 0.95}, others=0.04)
+    vm = window("strong pa", STRONG, {"pa": 1.67, "pb": 0.28}, others=0.04)
+    assert off_fair(vm, "pb") == pytest.approx(0.03)
+    assert allowed_off(0.25) == GRAIN
+    assert allowed_off(1.0) == pytest.approx(0.1)
+    check_cases(cases(both, vm))
+    over = window("strong pa", STRONG, {"pa": 1.64, "pb": 0.31}, others=0.04)
+    with pytest.raises(AssertionError, match=r"pb 0\.06 core off"):
+        check_cases(cases(both, over))
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from types import TracebackType
 
 import docker
 import requests
-from docker.errors import APIError, DockerException, NotFound
+from docker.errors import DockerException
 
 from agent.runtime.docker_engine import API_VERSION
 
@@ -98,6 +98,7 @@ class PrivateEngine:
             raise AssertionError(
                 f"the test's Docker engine did not stop within {WAIT_SECONDS:g}s"
             ) from None
+        self._detach_leftover_mounts()
 
     def answers(self) -> bool:
         try:
@@ -111,38 +112,31 @@ class PrivateEngine:
         try:
             if self.answers():
                 for found in self.client.api.containers(all=True):
-                    self._remove(found["Id"])
+                    self.client.api.remove_container(found["Id"], force=True)
             self.stop()
         finally:
             self.client.close()
             self._detach_leftover_mounts()
             shutil.rmtree(self.root)
 
-    def _remove(self, container_id: str) -> None:
-        """Remove a container, trying again while its file system is still busy.
-
-        CI saw a removal fail with "device or resource busy" on the container's merged
-        overlay: a copy of the mount was held for a moment in another mount namespace (a
-        container of the host's engine starting beside this test). The engine marks the
-        container dead and a later removal succeeds once the copy is gone.
-        """
-        deadline = time.monotonic() + WAIT_SECONDS
-        while True:
-            try:
-                self.client.api.remove_container(container_id, force=True)
-                return
-            except NotFound:
-                return
-            except APIError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-
     def _detach_leftover_mounts(self) -> None:
-        """Lazily unmount what the engine left mounted under its root (a network
-        namespace's file, an overlay), so that the directory can be removed."""
-        for mount_point in sorted(_mount_points_under(self.root), key=len, reverse=True):
-            subprocess.run(["umount", "--lazy", mount_point], check=False, capture_output=True)
+        """Lazily unmount what the stopped engine left mounted under its root.
+
+        CI saw the engine, stopped with containers running, leave their overlays and
+        network namespaces mounted. The engine started again mounted them anew, and then
+        could not remove one of those containers: "failed to remove root filesystem: ...
+        merged: device or resource busy", since the old mount still sat on the directory.
+        """
+        # A path shows only its topmost mount: an overlay under the data root's own bind
+        # mount hides one the engine left before it, so unmount until nothing is left.
+        left = _mount_points_under(self.root)
+        while left:
+            for mount_point in sorted(left, key=len, reverse=True):
+                subprocess.run(["umount", "--lazy", mount_point], check=False, capture_output=True)
+            still = _mount_points_under(self.root)
+            if len(still) >= len(left):
+                raise AssertionError(f"could not unmount what the test's engine left: {still}")
+            left = still
 
 
 def _mount_points_under(root: Path) -> list[str]:

