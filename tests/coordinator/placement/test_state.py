@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from coordinator.placement import (
     Allocation,
@@ -15,6 +17,7 @@ from coordinator.placement import (
     PlacementError,
     Plan,
     assign,
+    cpu_plans,
     load,
     release,
     replace,
@@ -23,8 +26,10 @@ from tests.coordinator.placement.topologies import (
     STATE_FLAT_4,
     STATE_SEED_NUMA,
     bound,
+    bound_requests,
     memory_mode,
     placed,
+    small_nodes,
 )
 
 
@@ -164,3 +169,56 @@ def test_record_rejects_over_allocation() -> None:
     with pytest.raises(PlacementError) as caught:
         NodeState("n", {0: 100}, allocations=two)
     assert caught.value.details["field"] == "cores[0]"
+
+
+@st.composite
+def assigned_one_by_one(draw: st.DrawFn) -> list[NodeState]:
+    """The states of a node as containers, bound and unbound, are assigned to it one at a
+    time (each planned on the last state's view), until one does not fit."""
+    node = draw(small_nodes(oversold=False))
+    # whole free cores and room for memory, so that most draws place several containers
+    roomy = dict.fromkeys(node.cores, node.share_base)
+    numa_memory = None if node.numa_memory is None else dict.fromkeys(node.numa_memory, 4 * GiB)
+    states = [NodeState("n", roomy, node.numa, 8 * GiB, numa_memory, node.share_base)]
+    p = node.share_base
+    for i in range(draw(st.integers(1, 8))):
+        if draw(st.booleans()):
+            resources = draw(bound_requests(p))
+        else:
+            resources = memory_mode(
+                draw(st.integers(1, 2 * p)), draw(st.sampled_from([MiB, GiB])), p
+            )
+        try:
+            (plan,) = cpu_plans(states[-1].view(), resources, 1)
+            states.append(assign(states[-1], f"c-{i}", plan, resources).state)
+        except PlacementError:
+            break
+    return states
+
+
+@given(assigned_one_by_one())
+def test_a_state_charged_one_container_at_a_time_equals_one_derived_at_once(
+    states: list[NodeState],
+) -> None:
+    """``assign`` moves the derived amounts by the new container's alone; they must be
+    what a record of the same allocations derives from all of them."""
+    for state in states:
+        whole = NodeState(
+            state.name,
+            state.cores,
+            state.numa,
+            state.memory,
+            state.numa_memory,
+            state.share_base,
+            dict(state.allocations),
+            state.version,
+            state.cpu_overcommit,
+        )
+        derived = ("used", "memory_used", "numa_used", "bound_cpu", "unbound_cpu", "shared_cpu")
+        assert {name: getattr(state, name) for name in derived} == {
+            name: getattr(whole, name) for name in derived
+        }
+        assert state.shared_limit == whole.shared_limit
+        assert state.shared_pool() == whole.shared_pool()
+        assert state.overdrawn() == whole.overdrawn()
+        assert state.view() == whole.view()
