@@ -58,7 +58,7 @@ from coordinator.deployments.records import (
 from coordinator.deployments.sequencer import Sequencer
 from coordinator.deployments.stored_books import read_books
 from coordinator.deployments.timings import NO_TIMINGS, Timings
-from coordinator.deployments.translate import desired_container, pending_container
+from coordinator.deployments.translate import DesiredOfNodes, pending_container
 from coordinator.deployments.units import held_extended
 from coordinator.errors import NotFound
 from coordinator.placement import Delta, Node, NodeState, Placement
@@ -112,6 +112,7 @@ class DeploymentService:
         self.pressure = PressureBook(pressure or PressureSettings())
         self._registry = registry
         self._books = Books() if books is None else books
+        self._desired = DesiredOfNodes()
         self._context = Context(
             registry, quotas, pools, share_base, clock, fresh or {}, pressured=self.pressure.under
         )
@@ -256,7 +257,7 @@ class DeploymentService:
 
     def desired(self, node: str) -> tuple[int, list[DesiredContainer]]:
         """The node's desired state and its revision (which only grows). O(its containers)."""
-        containers = [desired_container(c) for c in self._books.on_node(node)]
+        containers = self._desired.of_node(node, self._books.on_node(node))
         return self._books.node_revision.get(node, 0), containers
 
     def node_revisions(self, nodes: Iterable[str]) -> dict[str, int]:
