@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
@@ -307,19 +308,25 @@ async def _release_lost(service: DeploymentService, grace: float) -> None:
 
 
 async def _update_pools(app: web.Application) -> None:
-    """The fair-share update every fair_share_update_period, on the ready nodes' total and
-    the pools' containers; the unbound containers' CPU weights (and quotas where a limit
-    says so) then follow the shares, and the tree's state is stored when due. A failed
-    store write leaves memory ahead of the store and is tried again at the next period
-    (``PoolService``)."""
+    """The fair-share update every fair_share_update_period (or less often while one
+    update's CPU would exceed ``UPDATE_CPU_SHARE`` of a core: ``PoolService.pause_after``),
+    on the ready nodes' total and the pools' containers; the unbound containers' CPU
+    weights (and quotas where a limit says so) then follow the shares, and the tree's
+    state is stored when due. A failed store write leaves memory ahead of the store and
+    is tried again at the next period (``PoolService``)."""
     service, registry = app[POOLS], app[REGISTRY]
+    pause = service.update_period
     while True:
-        await asyncio.sleep(service.update_period)
+        await asyncio.sleep(pause)
+        pause = service.update_period
         try:
+            started = time.thread_time()
             total = registry.total()
             deployments = app[DEPLOYMENTS]
             shares = service.update(total, deployments.pool_demands(), deployments.pool_usages())
-            await deployments.follow_pool_shares(shares, total["cpu"])
+            spent = time.thread_time() - started
+            spent += await deployments.follow_pool_shares(shares, total["cpu"])
+            pause = service.pause_after(spent)
             if service.state_due():
                 await deployments.save_pool_state()
         except Exception:

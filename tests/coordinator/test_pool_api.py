@@ -10,7 +10,7 @@ import pytest
 
 from coordinator.config import PoolSettings
 from coordinator.pools import PoolConfigError
-from coordinator.services.pool_service import CONFIG_KEY, PoolService
+from coordinator.services.pool_service import CONFIG_KEY, UPDATE_CPU_SHARE, PoolService
 from coordinator.store import Store, Txn
 from coordinator.store.sqlite import SqliteStore
 from tests.coordinator.conftest import API_TOKEN, Coordinator
@@ -174,6 +174,17 @@ async def test_volumes_survive_a_restart_and_the_gap_is_credited(tmp_path: Path)
     restarted.update(total)
     after = restarted.view("research").introspection["accumulated_resource_ratio_volume"]  # type: ignore[union-attr]
     assert after == pytest.approx(0.1 * 150)  # the outage is credited
+    await store.close()
+
+
+async def test_an_update_costlier_than_its_share_of_a_core_waits_longer(tmp_path: Path) -> None:
+    """At most ``UPDATE_CPU_SHARE`` of a core; volumes accrue by the clock meanwhile
+    (the test above: 100 s between two updates gave 100 s of volume)."""
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    service = await PoolService.load(store, PoolSettings(fair_share_update_period=2.0))
+    assert service.pause_after(0.0) == 2.0
+    assert service.pause_after(0.05) == 2.0  # 2.5 % of the period
+    assert service.pause_after(0.24) == pytest.approx(0.24 / UPDATE_CPU_SHARE)  # 4.8 s
     await store.close()
 
 

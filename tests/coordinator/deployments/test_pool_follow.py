@@ -110,3 +110,15 @@ async def test_a_shared_pool_that_moves_keeps_the_pools_weights(tmp_path: Path) 
     assert [limits.cpu_shares for limits in after.values()] == [256, 256]
     await service.close()
     await store.close()
+
+
+async def test_a_walk_says_what_it_cost_and_no_walk_costs_nothing(tmp_path: Path) -> None:
+    """``PoolService.pause_after`` stretches the update by the walk's CPU."""
+    store = await SqliteStore.open(tmp_path / "allot.db")
+    service = await load(store)
+    await service.hello("n0", inventory=make_inventory(), address="a", agent_version="t")
+    await service.deploy("team-a", UNBOUND)
+    assert await service.follow_pool_shares({"team-a": share(0.5)}, TOTAL_CPU) > 0.0
+    assert await service.follow_pool_shares({"team-a": share(0.5)}, TOTAL_CPU) == 0.0
+    await service.close()
+    await store.close()
