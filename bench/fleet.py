@@ -813,6 +813,7 @@ async def run_on(args: argparse.Namespace, workdir: Path, store: str) -> Figures
         connect_concurrency=args.connect_concurrency,
         backoff_initial=0.5,  # the agent's default
         backoff_cap=args.backoff_cap,
+        nice=args.fleet_nice,
     )
     fleet = Fleet(context, options, args.agents, args.workers)
     load = LeaseLoad(
@@ -895,6 +896,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--singles", type=int, default=20, help="single-container deploys")
     parser.add_argument("--workers", type=int, default=1, help="processes of agents")
+    parser.add_argument(
+        "--fleet-nice",
+        type=int,
+        default=0,
+        help="niceness added to the agents' processes (19: they take only the CPU the"
+        " coordinator, its lease process and the lease clients leave, as agents on other"
+        " machines would)",
+    )
     parser.add_argument("--connect-concurrency", type=int, default=256, help="handshakes")
     parser.add_argument("--backoff-cap", type=float, default=2.0, help="agents' retry bound")
     parser.add_argument("--seed", type=int, default=1, help="of the inventories")

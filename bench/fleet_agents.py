@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import signal
 import time
@@ -405,6 +406,7 @@ class FleetOptions:
     connect_concurrency: int
     backoff_initial: float
     backoff_cap: float
+    nice: int = 0  # added to the worker process's niceness
 
 
 def worker(
@@ -417,6 +419,7 @@ def worker(
 ) -> None:
     """A worker process's entry: the agents of ``indices`` until ``stop`` is set."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the benchmark's process cleans up
+    os.nice(options.nice)
     asyncio.run(_worker(options, indices, Tally(counts, stamps, number), stop))
 
 
