@@ -83,7 +83,7 @@ def compile_for_the_guest() -> None:
 
 class Starting:
     """scripts/cgroup2-host start under way in the background, so that the VM's start (a
-    restore of the saved guest, 10 to 20 s, or a first run's image build and its boot,
+    restore of the saved guest, 9 to 17 s, or a first run's image build and its boot,
     minutes) overlaps other tests."""
 
     def __init__(self, run_dir: Path) -> None:
