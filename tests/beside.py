@@ -4,7 +4,7 @@ Most of the suite's wall time goes to a few groups of slow tests that mostly wai
 Docker containers, real coordinator and agent processes, etcd clusters, the emulated VM),
 one after the other in one process while a core sat idle. So when a session holds other
 tests as well, it starts a pytest of its own for each such group as collection ends
-(``GROUPS``; the VM's, with its boot, in tests/cgroup_v2/conftest.py), and runs the rest
+(``GROUPS``; the VM's, with its start, in tests/cgroup_v2/conftest.py), and runs the rest
 meanwhile. The session's own items for a group's tests (``Reported``, after its other
 tests and before its quiet ones) wait for that run and report its outcome test by test, a
 failure with that run's report of it. Quiet tests (tests/quiet.py) never go to a group's

@@ -1,16 +1,17 @@
 """The cgroup v2 host: one virtual machine for the whole test run (scripts/cgroup2-host).
 
-``make test`` runs these tests; the first run on a machine builds the VM's image (as root),
-and every run boots it once (the README has the measured times). In a session that holds
-other tests too, a pytest of their own boots the VM and runs them from the end of
+``make test`` runs these tests; the first run on a machine builds the VM's image (as root;
+its one boot ends in a saved guest), and every run starts the VM once, restoring that
+guest rather than booting it (the README has the measured times). In a session that holds
+other tests too, a pytest of their own starts the VM and runs them from the end of
 collection on, beside the rest of the suite (tests/beside.py); this session's items for
 them come after the host's groups, before the quiet tests, and report that run's
-outcomes. Alone (``pytest -m cgroup_v2``) they run here, the boot started in the
+outcomes. Alone (``pytest -m cgroup_v2``) they run here, the VM's start begun in the
 background as soon as they are collected. When the VM cannot be provided the tests fail,
 saying why; they are skipped only when a person asks for it with
 ALLOT_SKIP_CGROUP_V2_TESTS=1.
 
-The VM costs the whole run time, so a run that boots it says at its end how long it took,
+The VM costs the whole run time, so a run that starts it says at its end how long it took,
 the VM's part, and by how much it went over make test's budget of 15 minutes. It does not
 fail for the time: a slow machine is no broken build, and CI has its own limit.
 """
@@ -26,17 +27,17 @@ from pathlib import Path
 import pytest
 
 from tests.beside import BUDGET_SECONDS, ONE_RUN, RESULTS, Beside, Reported
-from tests.cgroup_v2.guest import SCRIPT, Booting, Guest, GuestUnavailable, compile_for_the_guest
+from tests.cgroup_v2.guest import SCRIPT, Guest, GuestUnavailable, Starting, compile_for_the_guest
 from tests.cgroup_v2.wheels import WheelBuild
 
 OPT_OUT = "ALLOT_SKIP_CGROUP_V2_TESTS"
 # A VM already running (scripts/cgroup2-host start DIR) that the tests use and leave running:
-# for working on these tests without a boot per run.
+# for working on these tests without a start per run.
 RUNNING = "ALLOT_CGROUP2_RUN_DIR"
 MARKER = "cgroup_v2"
-BOOT_DIR = "ALLOT_CGROUP2_BOOT_DIR"  # set in the VM tests' own run: where it boots its VM
-BOOT_DIR_NAME = "vm"
-_boot: list[Booting] = []  # the one boot of this run, once begun
+VM_DIR = "ALLOT_CGROUP2_VM_DIR"  # set in the VM tests' own run: where it starts its VM
+VM_DIR_NAME = "vm"
+_starting: list[Starting] = []  # the one start of this run, once begun
 _beside: list[Beside] = []  # the VM tests' own pytest run, when they run beside the rest
 _wheels: list[WheelBuild] = []  # the install tests' wheelhouse, once its build began
 INSTALL_TESTS = "test_install_in_the_vm.py"
@@ -63,13 +64,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if config.option.collectonly or os.environ.get(ONE_RUN) == "1":
         return
     run_dir = Path(tempfile.mkdtemp(prefix="allot-cgroup2-tests-"))
-    (run_dir / BOOT_DIR_NAME).mkdir()
+    (run_dir / VM_DIR_NAME).mkdir()
     beside = Beside.start(
         run_dir,
         [item.nodeid for item in ours],
         "cgroup v2 tests",
-        environment={BOOT_DIR: str(run_dir / BOOT_DIR_NAME)},
-        on_stop=Guest(run_dir / BOOT_DIR_NAME).stop,
+        environment={VM_DIR: str(run_dir / VM_DIR_NAME)},
+        on_stop=Guest(run_dir / VM_DIR_NAME).stop,
     )
     _beside.append(beside)
     for index, item in enumerate(ours, start=len(items) - len(ours)):
@@ -80,16 +81,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if _wanted(session.items) and not _beside and not _boot:
-        _boot.append(Booting(_boot_dir()))
+    if _wanted(session.items) and not _beside and not _starting:
+        _starting.append(Starting(_vm_dir()))
         if any(item.path.name == INSTALL_TESTS for item in session.items):
             _wheels.append(WheelBuild())
 
 
-def _boot_dir() -> Path:
-    """Where this run boots the VM: the session that started it chose it, to stop the VM
+def _vm_dir() -> Path:
+    """Where this run starts the VM: the session that started it chose it, to stop the VM
     should it have to end this run (``Beside.stop``)."""
-    given = os.environ.get(BOOT_DIR)
+    given = os.environ.get(VM_DIR)
     return Path(given) if given else Path(tempfile.mkdtemp(prefix="allot-cgroup2-"))
 
 
@@ -99,17 +100,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """A run that booted the VM itself (alone, or the VM tests' own run) stops it and
-    says what its boot and the VM's tests took; tests/beside.py ends a run beside."""
+    """A run that started the VM itself (alone, or the VM tests' own run) stops it and
+    says what its start and the VM's tests took; tests/beside.py ends a run beside."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    for booting in _boot:
-        booting.stop()
-        if reporter is not None:  # what the boot took, e.g. "ready after 52s"
-            for line in booting.said().splitlines():
+    for starting in _starting:
+        starting.stop()
+        if reporter is not None:  # what the start took, e.g. "ready after 12s"
+            for line in starting.said().splitlines():
                 reporter.write_line(line)
             _say_the_time(reporter)
-        shutil.rmtree(booting.run_dir, ignore_errors=True)
-    _boot.clear()
+        shutil.rmtree(starting.run_dir, ignore_errors=True)
+    _starting.clear()
     _beside.clear()
     for build in _wheels:
         build.remove()
@@ -129,16 +130,16 @@ def _say_the_time(reporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="session")
 def guest() -> Guest:
-    """The booted VM; pytest_sessionfinish stops it."""
+    """The started VM; pytest_sessionfinish stops it."""
     if os.environ.get(OPT_OUT) == "1":
         pytest.skip(f"{OPT_OUT}=1: cgroup v2 tests skipped on request")
     if running := os.environ.get(RUNNING):
         compile_for_the_guest()
         return Guest(Path(running))
-    if not _boot:
-        _boot.append(Booting(_boot_dir()))
+    if not _starting:
+        _starting.append(Starting(_vm_dir()))
     try:
-        return _boot[0].wait()
+        return _starting[0].wait()
     except GuestUnavailable as error:
         pytest.fail(
             f"the cgroup v2 VM could not be provided:\n{error}\n(see {SCRIPT}; "
@@ -150,7 +151,7 @@ def guest() -> Guest:
 @pytest.fixture(scope="session")
 def wheelhouse() -> Path:
     """The install tests' wheelhouse (tests/cgroup_v2/wheels.py), built in the background
-    from the end of collection on when this run boots the VM, else now."""
+    from the end of collection on when this run starts the VM, else now."""
     if not _wheels:
         _wheels.append(WheelBuild())
     return _wheels[0].wait()

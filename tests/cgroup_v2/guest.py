@@ -1,15 +1,16 @@
 """The cgroup v2 virtual machine of scripts/cgroup2-host, as the tests use it: shell
 commands in the guest, its containers' cgroup files, and an agent process running there.
 
-    guest = Guest.boot(run_dir)              # scripts/cgroup2-host start; Docker answers
+    guest = Starting(run_dir).wait()          # scripts/cgroup2-host start; Docker answers
     guest.sh("nproc")                        # "2\\n"
     guest.cgroup_files("team-a-web-1a2b3c")  # {"cpu.weight": "20", "memory.max": "max", ...}
     agent = guest.agent(server="http://10.0.2.2:7600", node="vm", log=tmp / "agent.log")
     guest.stop()
 
-The repository is mounted read-only at /allot in the guest; the agent runs from it with
-the guest's python3 (bookworm's 3.11, the version of this project's virtualenv, whose
-site-packages it imports the dependencies from).
+The VM does not boot: start restores the guest saved, Docker up, when its image was
+built, sets its clock and mounts the repository read-only at /allot there; the agent runs
+from it with the guest's python3 (bookworm's 3.11, the version of this project's
+virtualenv, whose site-packages it imports the dependencies from).
 """
 
 from __future__ import annotations
@@ -64,14 +65,14 @@ class GuestUnavailable(Exception):
 
 # The agent's Python environment in the guest.
 PYTHON_ENVIRONMENT = {"PYTHONPATH": f"/allot:{SITE_PACKAGES}"}
-# The packages the guest's agent imports from the repository, compiled here before a boot.
+# The packages the guest's agent imports from the repository, compiled here before a start.
 AGENT_PACKAGES = ("agent", "shared")
 
 
 def compile_for_the_guest() -> None:
     """Write the bytecode of AGENT_PACKAGES beside their sources, where the guest's python3
     (the same 3.11) finds it through the read-only mount. The emulated guest compiled
-    them itself after every boot: 33 s of the emulator's CPU for the first ``import
+    them itself in every run: 33 s of the emulator's CPU for the first ``import
     agent.main``, against 11 s with this. Written whatever PYTHONDONTWRITEBYTECODE says
     here, since that only keeps this machine's imports from writing it."""
     for package in AGENT_PACKAGES:
@@ -80,9 +81,10 @@ def compile_for_the_guest() -> None:
             py_compile.compile(str(source), cfile=str(source.parent / "__pycache__" / name))
 
 
-class Booting:
-    """scripts/cgroup2-host start under way in the background, so that the boot (and a
-    first run's image build) overlaps other tests."""
+class Starting:
+    """scripts/cgroup2-host start under way in the background, so that the VM's start (a
+    restore of the saved guest, 9 to 17 s, or a first run's image build and its boot,
+    minutes) overlaps other tests."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -103,11 +105,11 @@ class Booting:
         return Guest(self.run_dir)
 
     def said(self) -> str:
-        """What the boot printed so far."""
+        """What the start printed so far."""
         return self._output.read_text().strip() if self._output.exists() else ""
 
     def stop(self) -> None:
-        """Stop the VM, booted or still booting."""
+        """Stop the VM, started or still starting."""
         if self._process.poll() is None:
             self._process.terminate()
             self._process.wait()

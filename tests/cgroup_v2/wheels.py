@@ -4,7 +4,7 @@ and pip's own, as the README says to make them for a host without a package inde
     build = WheelBuild()               # pip wheel under way in the background
     wheels = build.wait()              # the directory, once every wheel is there
 
-The VM's run starts the build as its collection ends, beside the boot and the agent tests
+The VM's run starts the build as its collection ends, beside the VM's start and the agent tests
 (tests/cgroup_v2/conftest.py): built when the install tests came to it, the guest idled
 for about 40 s while this machine made the wheels.
 """
