@@ -512,7 +512,9 @@ def assign(state: NodeState, container_id: str, plan: Plan, resources: Normalize
     when the plan does not fit what is available, or would leave the unbound containers
     less shared CPU than they ask for (invariant 4: a bound plan on a shared core the
     view kept, an unbound container beyond the pool); ``invalid_request`` for an existing id
-    or a plan that does not match the resources. Cost O(c log c + allocations)."""
+    or a plan that does not match the resources. Cost O(the plan's cores) while no core
+    is newly bound, else O(c + the node's containers), besides copying the allocations'
+    dict (``NodeState._with_added``)."""
     if container_id in state.allocations:
         raise invalid_request(
             "container", container_id, "already has an allocation", node=state.name
