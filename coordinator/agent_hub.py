@@ -57,6 +57,7 @@ from coordinator.errors import ApiError, Unauthorized
 from coordinator.heartbeat_pace import Pacer
 from coordinator.host_acks import HostAcks
 from coordinator.http.auth import BEARER_HINT, AuthRefusals
+from coordinator.loop_turns import let_waiting_run
 from coordinator.metrics import Metrics
 from coordinator.services.events import Note
 from coordinator.services.nodes import node_name_problem
@@ -213,7 +214,7 @@ class AgentHub:
                 if session is not None:
                     await self._send_desired(node, session)
                 if count % PUBLISH_SLICE == 0:
-                    await asyncio.sleep(0)  # let requests and heartbeats in between
+                    await let_waiting_run()  # requests and heartbeats in between
 
     async def _send_desired(self, node: str, session: _Session) -> None:
         revision, containers = self._deployments.desired(node)

@@ -16,7 +16,6 @@ container (``metrics_text``). The families are listed in the README's "Watching 
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import time
 from collections.abc import Iterable, Iterator
@@ -27,6 +26,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
+
+from coordinator.loop_turns import let_waiting_run
 
 # Seconds: from a fraction of a millisecond (a small decision) to a minute (a scheduler
 # pass over a large backlog, an etcd commit while it elects a leader).
@@ -209,7 +210,7 @@ class Metrics:
         written by hand (``Written``) read the books as they were at their first line;
         prometheus_client's (O(deployments), not O(series)) are taken in one go."""
         chunks = [generate_latest(self.registry)]
-        await asyncio.sleep(0)  # a slice of its own: O(deployments) of families
+        await let_waiting_run()  # a slice of its own: O(deployments) of families
         lines: list[str] = []
         until = time.perf_counter() + slice_seconds
         for line in self._written_lines():
@@ -217,10 +218,10 @@ class Metrics:
             if len(lines) % LINES_PER_LOOK == 0 and time.perf_counter() >= until:
                 chunks.append("".join(lines).encode())
                 lines.clear()
-                await asyncio.sleep(0)
+                await let_waiting_run()
                 until = time.perf_counter() + slice_seconds
         chunks.append("".join(lines).encode())
-        await asyncio.sleep(0)  # the copy of every chunk into one body, a slice of its own
+        await let_waiting_run()  # the copy of every chunk into one body, a slice of its own
         return b"".join(chunks)
 
     def _written_lines(self) -> Iterator[str]:

@@ -21,6 +21,7 @@ import bisect
 import contextlib
 from collections.abc import Callable, Iterator
 
+from coordinator.loop_turns import let_waiting_run
 from coordinator.store import (
     ClusterStore,
     Entry,
@@ -69,7 +70,7 @@ class Replica:
         entries = snapshot.entries
         for start in range(0, len(entries), INDEXED_PER_TURN):
             replica._index(entries[start : start + INDEXED_PER_TURN])
-            await asyncio.sleep(0)
+            await let_waiting_run()
         replica._follower = asyncio.create_task(replica._follow(snapshot.revision + 1))
         return replica
 
