@@ -113,9 +113,16 @@ async def test_every_object_family_shows_what_the_service_did(coordinator: Coord
     assert (await call(coordinator, "PUT", f"/v1/elasticquotas/{NAMESPACE}", quota))[0] == 200
     assert (await call(coordinator, "PUT", f"/v1/pools/{NAMESPACE}", {"weight": 1.0}))[0] == 200
     _, ids = await running_web(coordinator)
+    # The pools' figures come from their last update (every fair_share_update_period):
+    # one that ran between the deploy and the agent's report counted the containers'
+    # requests as their usage (CI).
+    pool = {"pool": NAMESPACE, "resource": "cpu"}
     seen = await until(
         coordinator,
-        lambda s: s.value("allot_pool_demand", pool=NAMESPACE, resource="cpu") == 1.0,
+        lambda s: (
+            (s.value("allot_pool_demand", **pool), s.value("allot_pool_usage", **pool))
+            == (1.0, 0.5)
+        ),
     )
 
     assert seen.value("allot_coordinator_leader") == 1
@@ -148,7 +155,6 @@ async def test_every_object_family_shows_what_the_service_did(coordinator: Coord
     assert seen.value("allot_quota_borrowed", **team) == 0.5
     assert seen.value("allot_quota_used", quota=NAMESPACE, resource="memory") == 128 * MiB
 
-    pool = {"pool": NAMESPACE, "resource": "cpu"}
     assert seen.value("allot_pool_fair_share", **pool) > 0
     assert seen.value("allot_pool_guarantee", **pool) == 0
     assert seen.value("allot_pool_usage", **pool) == 0.5  # as the agent reported it
