@@ -115,7 +115,7 @@ async def test_every_object_family_shows_what_the_service_did(coordinator: Coord
     _, ids = await running_web(coordinator)
     # The pools' figures come from their last update (every fair_share_update_period):
     # one that ran between the deploy and the agent's report counted the containers'
-    # requests as their usage (CI).
+    # requests as their usage (seen in a make test).
     pool = {"pool": NAMESPACE, "resource": "cpu"}
     seen = await until(
         coordinator,
